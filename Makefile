@@ -1,0 +1,16 @@
+.DEFAULT_GOAL := help
+
+.PHONY: help setup test fuzz
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+setup: ## Install valkey-server and valkey-cli if missing (.ci/install-valkey)
+	bash .ci/install-valkey
+
+test: setup ## go vet, then all tests with the race detector
+	go vet ./...
+	go test -race -count=1 -timeout 15m ./...
+
+fuzz: ## Fuzz keys/ (FuzzParse) for 60 s
+	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/

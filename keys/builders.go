@@ -1,0 +1,151 @@
+package keys
+
+import "fmt"
+
+// Table builds the keys of one cache table. Its name was validated once by [NewTable], so
+// every builder is a concatenation. The zero Table is not usable: its builders panic.
+type Table struct {
+	name, rowPrefix, record, inval string
+}
+
+// NewTable validates name and returns the table's key builder.
+func NewTable(name string) (Table, error) {
+	if err := ValidateName(name); err != nil {
+		return Table{}, fmt.Errorf("table: %w", err)
+	}
+	return Table{
+		name:      name,
+		rowPrefix: cachePrefix + "{" + name + "}:",
+		record:    cachePrefix + "{" + name + "}",
+		inval:     busPrefix + "{" + name + "}:" + suffix[Inval],
+	}, nil
+}
+
+// MustTable is [NewTable] that panics on an invalid name, for names fixed in code.
+func MustTable(name string) Table {
+	t, err := NewTable(name)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Name is the table's name.
+func (t Table) Name() string { return t.must().name }
+
+// Row is the L2 row ecc:{<table>}:<id>.
+func (t Table) Row(id string) (string, error) {
+	if err := ValidateID(id); err != nil {
+		return "", fmt.Errorf("table %s row: %w", t.must().name, err)
+	}
+	return t.rowPrefix + id, nil
+}
+
+// RowPrefix is ecc:{<table>}: — what every row key of the table starts with.
+func (t Table) RowPrefix() string { return t.must().rowPrefix }
+
+// Record is the table's coherence record ecc:{<table>} (hash: epoch, seq).
+func (t Table) Record() string { return t.must().record }
+
+// Inval is the table's invalidation channel emq:{<table>}:inval. It shares the table's hash
+// tag, so a script on the table's slot may publish on it.
+func (t Table) Inval() string { return t.must().inval }
+
+func (t Table) must() Table {
+	if t.name == "" {
+		panic("keys: zero Table; build one with keys.NewTable")
+	}
+	return t
+}
+
+// Queue builds the keys of one EchoMQ queue. Every key it builds shares the hash tag {<q>},
+// so every script over one queue is single-slot on a cluster. The zero Queue panics.
+type Queue struct {
+	name                                                 string
+	pending, active, schedule, dead, meta, wake, jobBase string
+	uniqBase                                             string
+}
+
+// NewQueue validates name and returns the queue's key builder.
+func NewQueue(name string) (Queue, error) {
+	if err := ValidateName(name); err != nil {
+		return Queue{}, fmt.Errorf("queue: %w", err)
+	}
+	base := busPrefix + "{" + name + "}:"
+	return Queue{
+		name:     name,
+		pending:  base + suffix[Pending],
+		active:   base + suffix[Active],
+		schedule: base + suffix[Schedule],
+		dead:     base + suffix[Dead],
+		meta:     base + suffix[Meta],
+		wake:     base + suffix[Wake],
+		jobBase:  base + suffix[Job],
+		uniqBase: base + suffix[Unique],
+	}, nil
+}
+
+// MustQueue is [NewQueue] that panics on an invalid name, for names fixed in code.
+func MustQueue(name string) Queue {
+	q, err := NewQueue(name)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}
+
+// Name is the queue's name.
+func (q Queue) Name() string { return q.must().name }
+
+// Pending is emq:{<q>}:pending.
+func (q Queue) Pending() string { return q.must().pending }
+
+// Active is emq:{<q>}:active.
+func (q Queue) Active() string { return q.must().active }
+
+// Schedule is emq:{<q>}:schedule.
+func (q Queue) Schedule() string { return q.must().schedule }
+
+// Dead is emq:{<q>}:dead.
+func (q Queue) Dead() string { return q.must().dead }
+
+// Meta is emq:{<q>}:meta.
+func (q Queue) Meta() string { return q.must().meta }
+
+// Wake is emq:{<q>}:wake, the marker idle workers block on.
+func (q Queue) Wake() string { return q.must().wake }
+
+// JobPrefix is emq:{<q>}:job:, the prefix of every job row of the queue. It is a prefix, not
+// a key: [Parse] refuses it. Scripts derive job rows from it by appending a JOB id.
+func (q Queue) JobPrefix() string { return q.must().jobBase }
+
+// Job is the job row emq:{<q>}:job:<JOB id>. It refuses the zero (unbranded) JobID.
+func (q Queue) Job(id JobID) (string, error) {
+	if id.IsZero() {
+		return "", fmt.Errorf("%w job id: the zero JobID is not branded; mint ids with keys.NewJobID or read them with keys.ParseJobID", ErrInvalid)
+	}
+	return q.must().jobBase + id.s, nil
+}
+
+// Unique is the idempotency guard emq:{<q>}:uniq:<key>.
+func (q Queue) Unique(key string) (string, error) {
+	if err := ValidateID(key); err != nil {
+		return "", fmt.Errorf("queue %s unique key: %w", q.must().name, err)
+	}
+	return q.uniqBase + key, nil
+}
+
+func (q Queue) must() Queue {
+	if q.name == "" {
+		panic("keys: zero Queue; build one with keys.NewQueue")
+	}
+	return q
+}
+
+// TopicChannel validates a topic name and returns its broadcast channel emq:{<topic>}:topic.
+func TopicChannel(name string) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", fmt.Errorf("topic: %w", err)
+	}
+	return busPrefix + "{" + name + "}:" + suffix[Topic], nil
+}

@@ -1,0 +1,28 @@
+// Package keys is the one key-builder of EchoCache and EchoMQ: the closed grammar of every
+// key and channel the library writes, its total parse, branded JOB ids, and the cluster slot.
+//
+// Two roles share one engine under two prefixes, each hash-tagged on a validated name, so
+// every key of one table or one queue lands in one cluster slot by construction:
+//
+//	ecc:{<table>}:<id>        the L2 row of a cache table          (Table.Row)
+//	ecc:{<table>}             the table's coherence record         (Table.Record)
+//	emq:{<table>}:inval       the table's invalidation channel     (Table.Inval)
+//	emq:{<q>}:pending         score-0 zset: lex order is mint order (Queue.Pending)
+//	emq:{<q>}:active          zset by lease deadline                (Queue.Active)
+//	emq:{<q>}:schedule        zset by run-at                        (Queue.Schedule)
+//	emq:{<q>}:dead            score-0 zset                          (Queue.Dead)
+//	emq:{<q>}:meta            hash: queue state                     (Queue.Meta)
+//	emq:{<q>}:wake            wake-up marker for idle workers       (Queue.Wake)
+//	emq:{<q>}:job:<JOB id>    hash: state, attempts, payload        (Queue.Job)
+//	emq:{<q>}:uniq:<key>      idempotency guard                     (Queue.Unique)
+//	emq:{<topic>}:topic       broadcast channel                     (TopicChannel)
+//
+// Names are validated once, when a [Table] or [Queue] is built; after that every builder is a
+// concatenation. [Parse] reads any string back into a [Key] or refuses it with an error that
+// wraps [ErrInvalid] and names the broken rule:
+//
+//	q, err := keys.NewQueue("orders")   // "ord{ers" would be refused here
+//	row, err := q.Job(keys.NewJobID())  // emq:{orders}:job:JOB_01J...
+//	k, err := keys.Parse(row)           // Key{Role: Bus, Name: "orders", Type: Job, ID: "JOB_01J..."}
+//	keys.Slot(row)                      // 105, like every key of {orders}
+package keys

@@ -1,0 +1,233 @@
+package keys
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// The two roles' key prefixes. Only this package spells them.
+const (
+	cachePrefix = "ecc:"
+	busPrefix   = "emq:"
+)
+
+// Limits of the grammar.
+const (
+	// MaxNameLen is the longest table, queue or topic name, in bytes.
+	MaxNameLen = 64
+	// MaxIDLen is the longest row id or idempotency key, in bytes.
+	MaxIDLen = 512
+)
+
+// ErrInvalid is wrapped by every error this package returns for a name, id or key that the
+// grammar refuses; the error text names the rule that was broken.
+var ErrInvalid = errors.New("keys: invalid")
+
+// Role says which half of the library a key belongs to.
+type Role uint8
+
+// The roles. The zero Role is invalid, so a zero Key never passes for a real one.
+const (
+	Cache Role = iota + 1 // ecc: derived state
+	Bus                   // emq: authoritative state
+)
+
+func (r Role) String() string {
+	switch r {
+	case Cache:
+		return "cache"
+	case Bus:
+		return "bus"
+	}
+	return fmt.Sprintf("Role(%d)", uint8(r))
+}
+
+// Type is the closed set of key and channel types.
+type Type uint8
+
+// The types of the grammar. Cache types live under ecc:, the others under emq:.
+const (
+	Row    Type = iota + 1 // ecc:{<table>}:<id>     string: the L2 row
+	Record                 // ecc:{<table>}          hash: epoch and invalidation sequence
+	Inval                  // emq:{<table>}:inval    channel: the table's invalidations
+
+	Pending  // emq:{<q>}:pending        zset, score 0: lex order is mint order
+	Active   // emq:{<q>}:active         zset by lease deadline (ms, server clock)
+	Schedule // emq:{<q>}:schedule       zset by run-at (ms)
+	Dead     // emq:{<q>}:dead           zset, score 0
+	Meta     // emq:{<q>}:meta           hash: queue state
+	Wake     // emq:{<q>}:wake           list: wake-up marker for blocked workers
+	Job      // emq:{<q>}:job:<JOB id>   hash: state, attempts, payload
+	Unique   // emq:{<q>}:uniq:<key>     string: idempotency guard holding a JOB id
+	Topic    // emq:{<topic>}:topic      channel: a broadcast topic
+)
+
+// suffix is each bus type's spelling after "emq:{<name>}:". Job and Unique carry an id after it.
+var suffix = [...]string{
+	Inval:    "inval",
+	Pending:  "pending",
+	Active:   "active",
+	Schedule: "schedule",
+	Dead:     "dead",
+	Meta:     "meta",
+	Wake:     "wake",
+	Job:      "job:",
+	Unique:   "uniq:",
+	Topic:    "topic",
+}
+
+func (t Type) String() string {
+	switch t {
+	case Row:
+		return "row"
+	case Record:
+		return "record"
+	case Job:
+		return "job"
+	case Unique:
+		return "uniq"
+	}
+	if int(t) < len(suffix) && suffix[t] != "" {
+		return suffix[t]
+	}
+	return fmt.Sprintf("Type(%d)", uint8(t))
+}
+
+// Key is a parsed key or channel: its role, the name in its hash tag, its type, and the id
+// for the types that carry one (Row, Job, Unique).
+type Key struct {
+	Role Role
+	Name string
+	Type Type
+	ID   string
+}
+
+// String builds the key's text. It is the inverse of [Parse] for every valid Key.
+func (k Key) String() string {
+	switch k.Type {
+	case Row:
+		return cachePrefix + "{" + k.Name + "}:" + k.ID
+	case Record:
+		return cachePrefix + "{" + k.Name + "}"
+	case Job, Unique:
+		return busPrefix + "{" + k.Name + "}:" + suffix[k.Type] + k.ID
+	}
+	if int(k.Type) < len(suffix) && suffix[k.Type] != "" {
+		return busPrefix + "{" + k.Name + "}:" + suffix[k.Type]
+	}
+	return ""
+}
+
+// ValidateName checks a table, queue or topic name: 1 to 64 bytes of [A-Za-z0-9_.-].
+func ValidateName(name string) error {
+	if len(name) == 0 {
+		return fmt.Errorf("%w name: empty; a name is 1 to %d bytes of [A-Za-z0-9_.-]", ErrInvalid, MaxNameLen)
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w name: %d bytes; a name is 1 to %d bytes of [A-Za-z0-9_.-]", ErrInvalid, len(name), MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		if !nameByte(name[i]) {
+			return fmt.Errorf("%w name %q: byte %q at %d; a name is 1 to %d bytes of [A-Za-z0-9_.-]", ErrInvalid, name, name[i:i+1], i, MaxNameLen)
+		}
+	}
+	return nil
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+}
+
+// ValidateID checks a row id or idempotency key: 1 to 512 bytes, no control bytes
+// (0x00-0x1F and 0x7F).
+func ValidateID(id string) error {
+	if len(id) == 0 {
+		return fmt.Errorf("%w id: empty; an id is 1 to %d bytes with no control bytes", ErrInvalid, MaxIDLen)
+	}
+	if len(id) > MaxIDLen {
+		return fmt.Errorf("%w id: %d bytes; an id is 1 to %d bytes with no control bytes", ErrInvalid, len(id), MaxIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w id: control byte %#02x at %d; an id is 1 to %d bytes with no control bytes", ErrInvalid, c, i, MaxIDLen)
+		}
+	}
+	return nil
+}
+
+// Parse reads any string as a key of the grammar. It is total: every string either parses
+// into a Key whose String is the input, or returns an error wrapping [ErrInvalid].
+func Parse(s string) (Key, error) {
+	var k Key
+	var rest string
+	switch {
+	case strings.HasPrefix(s, cachePrefix):
+		k.Role, rest = Cache, s[len(cachePrefix):]
+	case strings.HasPrefix(s, busPrefix):
+		k.Role, rest = Bus, s[len(busPrefix):]
+	default:
+		return Key{}, fmt.Errorf("%w key %q: neither the ecc: nor the emq: prefix", ErrInvalid, clip(s))
+	}
+	if len(rest) == 0 || rest[0] != '{' {
+		return Key{}, fmt.Errorf("%w key %q: the prefix must be followed by {<name>}", ErrInvalid, clip(s))
+	}
+	end := strings.IndexByte(rest, '}')
+	if end < 0 {
+		return Key{}, fmt.Errorf("%w key %q: unclosed hash tag", ErrInvalid, clip(s))
+	}
+	k.Name, rest = rest[1:end], rest[end+1:]
+	if err := ValidateName(k.Name); err != nil {
+		return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
+	}
+	if k.Role == Cache {
+		if rest == "" {
+			k.Type = Record
+			return k, nil
+		}
+		if rest[0] != ':' {
+			return Key{}, fmt.Errorf("%w key %q: the hash tag must be followed by :<id> or nothing", ErrInvalid, clip(s))
+		}
+		k.Type, k.ID = Row, rest[1:]
+		if err := ValidateID(k.ID); err != nil {
+			return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
+		}
+		return k, nil
+	}
+	if rest == "" || rest[0] != ':' {
+		return Key{}, fmt.Errorf("%w key %q: the hash tag must be followed by :<type>", ErrInvalid, clip(s))
+	}
+	rest = rest[1:]
+	for t := Inval; t <= Topic; t++ {
+		sfx := suffix[t]
+		switch t {
+		case Job, Unique:
+			if !strings.HasPrefix(rest, sfx) {
+				continue
+			}
+			k.Type, k.ID = t, rest[len(sfx):]
+			if t == Job {
+				if _, err := ParseJobID(k.ID); err != nil {
+					return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
+				}
+			} else if err := ValidateID(k.ID); err != nil {
+				return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
+			}
+			return k, nil
+		default:
+			if rest == sfx {
+				k.Type = t
+				return k, nil
+			}
+		}
+	}
+	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic", ErrInvalid, clip(s))
+}
+
+// clip keeps error texts short for long hostile inputs.
+func clip(s string) string {
+	if len(s) > 96 {
+		return s[:96] + "..."
+	}
+	return s
+}

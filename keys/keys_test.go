@@ -1,0 +1,215 @@
+package keys_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/keys"
+)
+
+func TestSlotVectors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		key  string
+		want uint16
+	}{
+		{"{orders}", 105},
+		{"{fills}", 4165},
+		{"{payments}", 8507},
+		{"123456789", 12739},
+		{"emq:{orders}:pending", 105},
+		{"ecc:{fills}:42", 4165},
+		{"foo{}{bar}", keys.Slot("foo{}{bar}")}, // empty first tag: whole key
+	} {
+		require.Equal(t, tc.want, keys.Slot(tc.key), tc.key)
+	}
+	q := keys.MustQueue("orders")
+	j, err := q.Job(keys.NewJobID())
+	require.NoError(t, err)
+	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j} {
+		require.Equal(t, uint16(105), keys.Slot(k), "F5: every key of {orders} answers slot 105: %s", k)
+	}
+}
+
+func TestNameRules(t *testing.T) {
+	t.Parallel()
+	good := []string{"a", "orders", "A-b_c.9", strings.Repeat("x", 64)}
+	for _, n := range good {
+		require.NoError(t, keys.ValidateName(n), n)
+	}
+	for _, tc := range []struct{ name, rule string }{
+		{"", "empty"},
+		{strings.Repeat("x", 65), "65 bytes"},
+		{"a{b", `"{"`},
+		{"a}b", `"}"`},
+		{"a:b", `":"`},
+		{"a b", `" "`},
+		{"a\x00", `"\x00"`},
+		{"é", `"\xc3"`},
+	} {
+		err := keys.ValidateName(tc.name)
+		require.ErrorIs(t, err, keys.ErrInvalid, tc.name)
+		require.Contains(t, err.Error(), tc.rule)
+		require.Contains(t, err.Error(), "[A-Za-z0-9_.-]", "the error names the rule")
+		_, err = keys.NewQueue(tc.name)
+		require.ErrorIs(t, err, keys.ErrInvalid)
+		_, err = keys.NewTable(tc.name)
+		require.ErrorIs(t, err, keys.ErrInvalid)
+		_, err = keys.TopicChannel(tc.name)
+		require.ErrorIs(t, err, keys.ErrInvalid)
+	}
+}
+
+func TestIDRules(t *testing.T) {
+	t.Parallel()
+	tb := keys.MustTable("t")
+	for _, id := range []string{"1", "a:b:{c}", "ünïcode", strings.Repeat("z", 512)} {
+		k, err := tb.Row(id)
+		require.NoError(t, err)
+		require.Equal(t, "ecc:{t}:"+id, k)
+	}
+	for _, id := range []string{"", strings.Repeat("z", 513), "a\nb", "\x7f", "\x00"} {
+		_, err := tb.Row(id)
+		require.ErrorIs(t, err, keys.ErrInvalid, "%q", id)
+		_, err = keys.MustQueue("q").Unique(id)
+		require.ErrorIs(t, err, keys.ErrInvalid, "%q", id)
+	}
+}
+
+func TestBuilders(t *testing.T) {
+	t.Parallel()
+	q := keys.MustQueue("orders")
+	require.Equal(t, "emq:{orders}:pending", q.Pending())
+	require.Equal(t, "emq:{orders}:active", q.Active())
+	require.Equal(t, "emq:{orders}:schedule", q.Schedule())
+	require.Equal(t, "emq:{orders}:dead", q.Dead())
+	require.Equal(t, "emq:{orders}:meta", q.Meta())
+	require.Equal(t, "emq:{orders}:wake", q.Wake())
+	require.Equal(t, "emq:{orders}:job:", q.JobPrefix())
+	u, err := q.Unique("order-17")
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:uniq:order-17", u)
+	id := keys.NewJobID()
+	j, err := q.Job(id)
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:job:"+id.String(), j)
+
+	_, err = q.Job(keys.JobID{})
+	require.ErrorIs(t, err, keys.ErrInvalid, "the job-row builder refuses an unbranded id")
+
+	tb := keys.MustTable("products")
+	require.Equal(t, "ecc:{products}", tb.Record())
+	require.Equal(t, "emq:{products}:inval", tb.Inval())
+	require.Equal(t, "ecc:{products}:", tb.RowPrefix())
+	ch, err := keys.TopicChannel("news")
+	require.NoError(t, err)
+	require.Equal(t, "emq:{news}:topic", ch)
+
+	require.Panics(t, func() { keys.Queue{}.Pending() })
+	require.Panics(t, func() { keys.Table{}.Record() })
+	_, err = keys.Parse(q.JobPrefix())
+	require.Error(t, err, "a prefix is not a key")
+}
+
+// randomKey builds one random builder output and the Key it must parse to.
+func randomKey(r *rand.Rand) (string, keys.Key) {
+	name := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
+	q, t := keys.MustQueue(name), keys.MustTable(name)
+	switch r.IntN(12) {
+	case 0:
+		id := randomID(r)
+		k, _ := t.Row(id)
+		return k, keys.Key{Role: keys.Cache, Name: name, Type: keys.Row, ID: id}
+	case 1:
+		return t.Record(), keys.Key{Role: keys.Cache, Name: name, Type: keys.Record}
+	case 2:
+		return t.Inval(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Inval}
+	case 3:
+		return q.Pending(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Pending}
+	case 4:
+		return q.Active(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Active}
+	case 5:
+		return q.Schedule(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Schedule}
+	case 6:
+		return q.Dead(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Dead}
+	case 7:
+		return q.Meta(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Meta}
+	case 8:
+		return q.Wake(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Wake}
+	case 9:
+		id := keys.NewJobID()
+		k, _ := q.Job(id)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Job, ID: id.String()}
+	case 10:
+		id := randomID(r)
+		k, _ := q.Unique(id)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Unique, ID: id}
+	default:
+		k, _ := keys.TopicChannel(name)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Topic}
+	}
+}
+
+func randomID(r *rand.Rand) string {
+	// Ids may hold anything but control bytes, including the grammar's own punctuation.
+	return randomString(r, 1+r.IntN(keys.MaxIDLen), "az09:{}job:_ é")
+}
+
+func randomString(r *rand.Rand, n int, alphabet string) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = alphabet[r.IntN(len(alphabet))]
+	}
+	return string(b)
+}
+
+func TestParseRoundTrip(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 100_000 {
+		s, want := randomKey(r)
+		got, err := keys.Parse(s)
+		require.NoError(t, err, "case %d: %q", i, s)
+		require.Equal(t, want, got, "case %d", i)
+		require.Equal(t, s, got.String(), "case %d", i)
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	t.Parallel()
+	id := keys.NewJobID().String()
+	for _, s := range []string{
+		"", "emq:", "ecc:", "emq:{}", "emq:{q}", "emq:{q}:", "emq:{q}:nope", "emq:{q}:pendingx",
+		"emq:{q}:job:", "emq:{q}:job:JOB_x", "emq:{q}:job:" + strings.ToLower(id), "emq:{q}:uniq:",
+		"ecc:{t}:", "ecc:{t}x", "ecc:{t", "ecc:t:1", "ECC:{t}:1", "emq:{a b}:pending", "ecc:{t}:a\nb",
+		"other:{q}:pending", "emq:{q}:job:" + id + "x", "emq:{q}:job:JOB_8" + id[5:],
+	} {
+		_, err := keys.Parse(s)
+		require.ErrorIs(t, err, keys.ErrInvalid, "%q", s)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add("emq:{orders}:pending")
+	f.Add("ecc:{t}:id")
+	f.Add("emq:{q}:job:" + keys.NewJobID().String())
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := keys.Parse(s)
+		if err != nil {
+			if !errors.Is(err, keys.ErrInvalid) {
+				t.Fatalf("Parse(%q) error does not wrap ErrInvalid: %v", s, err)
+			}
+			return
+		}
+		if got := k.String(); got != s {
+			t.Fatalf("Parse(%q).String() = %q", s, got)
+		}
+		if keys.Slot(s) != keys.Slot("{"+k.Name+"}") {
+			t.Fatalf("%q does not hash by its name's tag", s)
+		}
+	})
+}

@@ -1,0 +1,207 @@
+package lua_test
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
+)
+
+// keyArgs says, for every command the bundle may call, which arguments (1-based, after the
+// command name) are keys or shard channels. The set is closed: a script calling a command
+// missing here fails TestKeyDiscipline until the command is added with its key positions.
+var keyArgs = map[string]func(nargs int) []int{}
+
+func init() {
+	first := func(int) []int { return []int{1} }
+	all := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i + 1
+		}
+		return out
+	}
+	none := func(int) []int { return nil }
+	for _, c := range strings.Fields(`GET SET SETNX GETDEL INCR INCRBY PEXPIRE PEXPIREAT PTTL TYPE
+		HGET HSET HSETNX HINCRBY HGETALL HDEL HMGET HLEN HEXISTS HKEYS
+		ZADD ZREM ZPOPMIN ZRANGE ZRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZCARD ZSCORE
+		ZMSCORE ZCOUNT ZLEXCOUNT ZREMRANGEBYSCORE ZREMRANGEBYLEX ZRANK
+		LPUSH RPUSH LPOP RPOP LTRIM LLEN SPUBLISH`) {
+		keyArgs[c] = first
+	}
+	for _, c := range []string{"DEL", "UNLINK", "EXISTS", "MGET"} {
+		keyArgs[c] = all
+	}
+	keyArgs["TIME"] = none
+}
+
+var (
+	callRe     = regexp.MustCompile(`redis\.p?call\(`)
+	keysRefRe  = regexp.MustCompile(`^KEYS\[(\d+)\]$`)
+	assignRe   = regexp.MustCompile(`^\s*(?:local\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.+)$`)
+	forInRe    = regexp.MustCompile(`^\s*for\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:,\s*([A-Za-z_][A-Za-z0-9_]*))?\s+in\s+`)
+	identRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	argvRefRe  = regexp.MustCompile(`ARGV\[(\d+)\]`)
+	strCallRe  = regexp.MustCompile(`^string\.[a-z]+\((.*)\)$`)
+	luaComment = regexp.MustCompile(`--.*$`)
+)
+
+// TestKeyDiscipline reads every script and fails when a command touches a key that is neither
+// declared in KEYS nor derived from a declared key: a derived key is an expression whose head
+// (the first operand of a .. chain) is KEYS[i] or a variable so derived, possibly through a
+// string.* function applied to one. The grammar then guarantees the same hash tag: a derived
+// key is the declared key's prefix with a type and an id after it.
+func TestKeyDiscipline(t *testing.T) {
+	t.Parallel()
+	for _, s := range lua.All() {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			for _, p := range checkScript(s) {
+				t.Error(p)
+			}
+		})
+	}
+}
+
+func checkScript(s *lua.Script) []string {
+	var problems []string
+	derived := map[string]bool{}
+	nKeys, nArgs := len(s.Header.Keys), len(s.Header.Args)
+	isDerived := func(expr string) bool { return derivedExpr(expr, derived, nKeys) }
+	for i, raw := range strings.Split(s.Source, "\n") {
+		line := luaComment.ReplaceAllString(raw, "")
+		where := s.Name + ".lua:" + strconv.Itoa(i+1)
+		for _, m := range argvRefRe.FindAllStringSubmatch(line, -1) {
+			if n, _ := strconv.Atoi(m[1]); n > nArgs {
+				problems = append(problems, where+": ARGV["+m[1]+"] is not declared in the header")
+			}
+		}
+		if m := assignRe.FindStringSubmatch(line); m != nil && !strings.Contains(m[2], "redis.") {
+			derived[m[1]] = isDerived(strings.TrimSpace(m[2]))
+		}
+		if m := forInRe.FindStringSubmatch(line); m != nil {
+			delete(derived, m[1]) // loop variables are ids, never keys
+			delete(derived, m[2])
+		}
+		for _, loc := range callRe.FindAllStringIndex(line, -1) {
+			args, ok := splitArgs(line[loc[1]:])
+			if !ok || len(args) == 0 {
+				problems = append(problems, where+": cannot read the arguments of "+strings.TrimSpace(raw))
+				continue
+			}
+			cmd, err := strconv.Unquote(strings.ReplaceAll(args[0], "'", `"`))
+			if err != nil {
+				problems = append(problems, where+": the command name must be a literal: "+args[0])
+				continue
+			}
+			positions, known := keyArgs[strings.ToUpper(cmd)]
+			if !known {
+				problems = append(problems, where+": "+cmd+" is not in the discipline test's command table; add it with its key positions")
+				continue
+			}
+			for _, p := range positions(len(args) - 1) {
+				if p >= len(args) {
+					continue
+				}
+				if expr := args[p]; !isDerived(expr) {
+					problems = append(problems, where+": "+cmd+" touches "+expr+", which is neither KEYS[i] nor derived from one")
+				}
+			}
+		}
+	}
+	return problems
+}
+
+func derivedExpr(expr string, derived map[string]bool, nKeys int) bool {
+	head := strings.TrimSpace(strings.SplitN(expr, "..", 2)[0])
+	if m := keysRefRe.FindStringSubmatch(head); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n >= 1 && n <= nKeys
+	}
+	if identRe.MatchString(head) {
+		return derived[head]
+	}
+	if m := strCallRe.FindStringSubmatch(head); m != nil {
+		args, ok := splitArgs(m[1] + ")")
+		return ok && len(args) > 0 && derivedExpr(args[0], derived, nKeys)
+	}
+	return false
+}
+
+// splitArgs splits the text after an opening parenthesis into its top-level arguments, up to
+// the matching close. It knows Lua's quotes and nesting, which is all the bundle uses.
+func splitArgs(s string) ([]string, bool) {
+	var args []string
+	depth, start := 0, 0
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '(' || c == '[' || c == '{':
+			depth++
+		case c == ')' || c == ']' || c == '}':
+			if depth == 0 {
+				return append(args, strings.TrimSpace(s[start:i])), true
+			}
+			depth--
+		case c == ',' && depth == 0:
+			args = append(args, strings.TrimSpace(s[start:i]))
+			start = i + 1
+		}
+	}
+	return nil, false
+}
+
+// TestKeyDisciplineCatchesStrays proves the checker can fail: a key from ARGV, an undeclared
+// KEYS index and an unknown command are each reported.
+func TestKeyDisciplineCatchesStrays(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, body string }{
+		{"argv key", "redis.call('DEL', ARGV[1])"},
+		{"argv prefix", "local jk = ARGV[1] .. 'x'\nredis.call('HGET', jk, 'a')"},
+		{"undeclared index", "redis.call('GET', KEYS[2])"},
+		{"unknown command", "redis.call('FLUSHALL')"},
+		{"loop id as key", "for _, id in ipairs(ARGV) do redis.call('DEL', id) end"},
+		{"dynamic command", "redis.call(ARGV[1], KEYS[1])"},
+		{"undeclared argv", "redis.call('SET', KEYS[1], ARGV[2])"},
+	} {
+		src := "-- KEYS[1] emq:{<q>}:pending  p\n-- ARGV[1] a  a\n-- REPLY nil\n-- ERRORS none\n" + tc.body + "\n"
+		h, err := lua.ParseHeader(src)
+		require.NoError(t, err)
+		require.NotEmpty(t, checkScript(&lua.Script{Name: tc.name, Source: src, Header: h}), tc.name)
+	}
+}
+
+// TestHeaders checks that every declared key and derived key is a grammar form: with its
+// placeholders filled in, it parses, and all of a script's keys share one hash tag.
+func TestHeaders(t *testing.T) {
+	t.Parallel()
+	fill := strings.NewReplacer("<q>", "orders", "<table>", "orders", "<topic>", "orders",
+		"<id>", keys.NewJobID().String(), "<JOB id>", keys.NewJobID().String(), "<key>", "k")
+	for _, s := range lua.All() {
+		require.NotEmpty(t, s.Header.Summary, s.Name)
+		require.NotEmpty(t, s.Header.Keys, "%s declares no KEYS", s.Name)
+		for _, p := range append(append([]lua.Param{}, s.Header.Keys...), s.Header.Derives...) {
+			k, err := keys.Parse(fill.Replace(p.Name))
+			require.NoError(t, err, "%s: %s is not a grammar form", s.Name, p.Name)
+			require.Equal(t, "orders", k.Name, "%s: %s is not under the script's hash tag", s.Name, p.Name)
+			require.NotEmpty(t, p.Doc, "%s: %s is undocumented", s.Name, p.Name)
+		}
+		for _, p := range s.Header.Args {
+			require.NotEmpty(t, p.Doc, "%s: %s is undocumented", s.Name, p.Name)
+		}
+	}
+}
