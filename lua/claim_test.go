@@ -25,6 +25,11 @@ func serverMillis(t *testing.T, c valkey.Client) int64 {
 	return sec*1000 + usec/1000
 }
 
+// claimKeys is the claim's KEYS: pending, active, schedule, meta.
+func claimKeys(q keys.Queue) []string {
+	return []string{q.Pending(), q.Active(), q.Schedule(), q.Meta()}
+}
+
 // TestClaimSeed runs the seed's claim over a three-job queue: it pops the lex-oldest id, mints
 // attempts 1, marks the row active and leases it at the server's TIME plus 40 ms.
 func TestClaimSeed(t *testing.T) {
@@ -46,7 +51,7 @@ func TestClaimSeed(t *testing.T) {
 
 	claim := lua.Get("claim")
 	before := serverMillis(t, c)
-	reply, err := claim.Exec(ctx, c, []string{q.Pending(), q.Active()}, []string{"40"}).ToArray()
+	reply, err := claim.Exec(ctx, c, claimKeys(q), []string{"40", "1", "0"}).ToArray()
 	after := serverMillis(t, c)
 	require.NoError(t, err)
 	require.Len(t, reply, 3)
@@ -77,7 +82,7 @@ func TestClaimEmpty(t *testing.T) {
 	ctx := context.Background()
 	c := valkeytest.Shared(t).Client(t)
 	q := keys.MustQueue("claim-empty")
-	reply, err := lua.Get("claim").Exec(ctx, c, []string{q.Pending(), q.Active()}, []string{"40"}).ToArray()
+	reply, err := lua.Get("claim").Exec(ctx, c, claimKeys(q), []string{"40", "1", "0"}).ToArray()
 	require.NoError(t, err)
 	require.Empty(t, reply)
 	n, err := c.Do(ctx, c.B().Exists().Key(q.Active()).Build()).AsInt64()
@@ -88,6 +93,6 @@ func TestClaimEmpty(t *testing.T) {
 func TestClaimRefusesForeignKeys(t *testing.T) {
 	t.Parallel()
 	c := valkeytest.Shared(t).Client(t)
-	err := lua.Get("claim").Exec(context.Background(), c, []string{"{x}pending", "{x}active"}, []string{"40"}).Error()
+	err := lua.Get("claim").Exec(context.Background(), c, []string{"{x}pending", "{x}active", "{x}schedule", "{x}meta"}, []string{"40", "1", "0"}).Error()
 	require.ErrorContains(t, err, "EMQKEYS")
 }

@@ -1,0 +1,349 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/keys"
+)
+
+// PromoteOpts are the options of [Bus.Promote]; nil means defaults.
+type PromoteOpts struct {
+	// Limit bounds how many jobs one call moves. Default 100 ([DefaultLimit]).
+	Limit int
+}
+
+// Promote moves due scheduled jobs of queue (run-at not later than the server's clock) to
+// pending, oldest run-at first, at most opts.Limit of them, and returns their ids. Any number
+// of processes may run it at once: each job moves once. Call it until it returns fewer ids
+// than the limit to drain a backlog.
+func (b *Bus) Promote(ctx context.Context, queue string, opts *PromoteOpts) ([]keys.JobID, error) {
+	const op = "promote"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := limitOf(op, queue, opts != nil, func() int { return opts.Limit })
+	if err != nil {
+		return nil, err
+	}
+	msg, err := b.exec(ctx, run{scPromote, keysOf(scPromote, q), []string{itoa(int64(limit))}}, nil)
+	if err != nil {
+		return nil, errorFor(call{op: op, queue: queue}, err)
+	}
+	return jobIDs(op, msg)
+}
+
+// ReapOpts are the options of [Bus.Reap]; nil means defaults.
+type ReapOpts struct {
+	// Limit bounds how many jobs one call moves. Default 100 ([DefaultLimit]).
+	Limit int
+	// MaxAttempts, when > 0, overrides the queue's maximum for this call.
+	MaxAttempts int
+}
+
+// Reaped is what one reap moved.
+type Reaped struct {
+	Requeued []keys.JobID // back to pending: their next claim mints a newer token
+	Dead     []keys.JobID // their attempts had reached the maximum
+}
+
+// Reap recovers jobs of queue whose lease ran out (deadline not later than the server's
+// clock), oldest deadline first, at most opts.Limit of them: back to pending, or to dead when
+// their attempts reached the maximum. Any number of processes may run it at once: each job
+// moves once. The holder whose lease ran out is fenced: the next claim mints a newer token.
+func (b *Bus) Reap(ctx context.Context, queue string, opts *ReapOpts) (Reaped, error) {
+	const op = "reap"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return Reaped{}, err
+	}
+	limit, err := limitOf(op, queue, opts != nil, func() int { return opts.Limit })
+	if err != nil {
+		return Reaped{}, err
+	}
+	var maxAttempts int
+	if opts != nil {
+		if opts.MaxAttempts < 0 {
+			return Reaped{}, fmt.Errorf("%w: %s in queue %s: negative MaxAttempts", ErrInvalid, op, queue)
+		}
+		maxAttempts = opts.MaxAttempts
+	}
+	args := []string{itoa(int64(limit)), itoa(int64(maxAttempts)), itoa(int64(b.cfg.MaxAttempts))}
+	msg, err := b.exec(ctx, run{scReap, keysOf(scReap, q), args}, nil)
+	if err != nil {
+		return Reaped{}, errorFor(call{op: op, queue: queue}, err)
+	}
+	arr, aerr := msg.ToArray()
+	if aerr != nil || len(arr) != 2 {
+		return Reaped{}, protocolError(op, "reply %v", msg)
+	}
+	var r Reaped
+	if r.Requeued, err = jobIDs(op, arr[0]); err != nil {
+		return Reaped{}, err
+	}
+	if r.Dead, err = jobIDs(op, arr[1]); err != nil {
+		return Reaped{}, err
+	}
+	return r, nil
+}
+
+// limitOf reads an opts' Limit: zero means DefaultLimit.
+func limitOf(op, queue string, set bool, get func() int) (int, error) {
+	if !set {
+		return DefaultLimit, nil
+	}
+	switch n := get(); {
+	case n < 0:
+		return 0, fmt.Errorf("%w: %s in queue %s: negative Limit", ErrInvalid, op, queue)
+	case n == 0:
+		return DefaultLimit, nil
+	default:
+		return n, nil
+	}
+}
+
+// jobIDs decodes a list of JOB ids.
+func jobIDs(op string, msg valkey.ValkeyMessage) ([]keys.JobID, error) {
+	ss, err := msg.AsStrSlice()
+	if err != nil {
+		return nil, protocolError(op, "reply %v", msg)
+	}
+	out := make([]keys.JobID, len(ss))
+	for i, s := range ss {
+		if out[i], err = keys.ParseJobID(s); err != nil {
+			return nil, protocolError(op, "reply id %q: %v", s, err)
+		}
+	}
+	return out, nil
+}
+
+// Pause stops queue from handing out work: claims answer [ErrPaused] until [Bus.Resume].
+// Producers may still enqueue, and promote and reap still run. Pausing a paused queue is not
+// an error.
+func (b *Bus) Pause(ctx context.Context, queue string) error {
+	const op = "pause"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return err
+	}
+	_, err = b.exec(ctx, run{scPause, keysOf(scPause, q), nil}, nil)
+	return errorFor(call{op: op, queue: queue}, err)
+}
+
+// Resume lets a paused queue hand out work again and wakes idle workers when jobs are
+// pending. Resuming a running queue is not an error.
+func (b *Bus) Resume(ctx context.Context, queue string) error {
+	const op = "resume"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return err
+	}
+	_, err = b.exec(ctx, run{scResume, keysOf(scResume, q), nil}, nil)
+	return errorFor(call{op: op, queue: queue}, err)
+}
+
+// SetMaxAttempts sets the queue's maximum of claims per job, which fail and reap use when the
+// call names none; 0 clears it (Config.MaxAttempts applies again).
+func (b *Bus) SetMaxAttempts(ctx context.Context, queue string, n int) error {
+	const op = "configure"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("%w: %s in queue %s: negative max attempts", ErrInvalid, op, queue)
+	}
+	_, err = b.exec(ctx, run{scConfigure, keysOf(scConfigure, q), []string{itoa(int64(n))}}, nil)
+	return errorFor(call{op: op, queue: queue}, err)
+}
+
+// jobArg validates a job id argument.
+func jobArg(op, queue string, id keys.JobID) error {
+	if id.IsZero() {
+		return fmt.Errorf("%w: %s in queue %s: the zero JobID is not branded", ErrInvalid, op, queue)
+	}
+	return nil
+}
+
+// Cancel deletes a waiting job (pending or scheduled) and returns the state it had. A claimed
+// job cannot be cancelled (a *[StateError]); a dead one is purged with [Bus.PurgeDead]. An
+// idempotency key that named the job keeps answering its id until the key's TTL.
+func (b *Bus) Cancel(ctx context.Context, queue string, id keys.JobID) (State, error) {
+	const op = "cancel"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return "", err
+	}
+	if err := jobArg(op, queue, id); err != nil {
+		return "", err
+	}
+	msg, err := b.exec(ctx, run{scCancel, keysOf(scCancel, q), []string{id.String()}}, nil)
+	if err != nil {
+		return "", errorFor(call{op: op, queue: queue, id: id}, err)
+	}
+	s, err := msg.ToString()
+	if err != nil {
+		return "", protocolError(op, "reply %v", msg)
+	}
+	return State(s), nil
+}
+
+// RetryDead brings dead jobs back to pending, all or nothing, and returns how many moved.
+// attempts is kept (it only grows), so a job retried after reaching the maximum goes back to
+// dead on its next failure unless the maximum is raised.
+func (b *Bus) RetryDead(ctx context.Context, queue string, ids ...keys.JobID) (int, error) {
+	const op = "retry"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return 0, err
+	}
+	if len(ids) == 0 {
+		return 0, fmt.Errorf("%w: %s in queue %s: no ids", ErrInvalid, op, queue)
+	}
+	args := make([]string, len(ids))
+	for i, id := range ids {
+		if err := jobArg(op, queue, id); err != nil {
+			return 0, err
+		}
+		args[i] = id.String()
+	}
+	msg, err := b.exec(ctx, run{scRetry, keysOf(scRetry, q), args}, nil)
+	if err != nil {
+		return 0, errorFor(call{op: op, queue: queue}, err)
+	}
+	n, err := msg.AsInt64()
+	if err != nil {
+		return 0, protocolError(op, "reply %v", msg)
+	}
+	return int(n), nil
+}
+
+// PurgeOpts are the options of [Bus.PurgeDead]; nil means defaults.
+type PurgeOpts struct {
+	// IDs, when set, names the dead jobs to delete, all or nothing; Limit is then ignored.
+	IDs []keys.JobID
+	// Limit bounds how many of the oldest dead jobs one call deletes. Default 100
+	// ([DefaultLimit]).
+	Limit int
+}
+
+// PurgeDead deletes dead jobs for good (row and id) and returns their ids: opts.IDs, or else
+// the oldest dead jobs up to opts.Limit. Call it until it returns no ids to empty dead.
+func (b *Bus) PurgeDead(ctx context.Context, queue string, opts *PurgeOpts) ([]keys.JobID, error) {
+	const op = "purge"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := limitOf(op, queue, opts != nil, func() int { return opts.Limit })
+	if err != nil {
+		return nil, err
+	}
+	args := []string{itoa(int64(limit))}
+	if opts != nil && len(opts.IDs) > 0 {
+		args[0] = "0"
+		for _, id := range opts.IDs {
+			if err := jobArg(op, queue, id); err != nil {
+				return nil, err
+			}
+			args = append(args, id.String())
+		}
+	}
+	msg, err := b.exec(ctx, run{scPurge, keysOf(scPurge, q), args}, nil)
+	if err != nil {
+		return nil, errorFor(call{op: op, queue: queue}, err)
+	}
+	return jobIDs(op, msg)
+}
+
+// Counts is a queue's state, read in one atomic snapshot.
+type Counts struct {
+	Pending, Active, Scheduled, Dead int64
+	Paused                           bool
+	// MaxAttempts is the queue's own maximum (see [Bus.SetMaxAttempts]); 0 when it has none.
+	MaxAttempts int
+}
+
+// Counts reads the sizes of queue's four sets and its meta in one atomic snapshot.
+func (b *Bus) Counts(ctx context.Context, queue string) (Counts, error) {
+	const op = "counts"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return Counts{}, err
+	}
+	msg, err := b.exec(ctx, run{scCounts, keysOf(scCounts, q), nil}, nil)
+	if err != nil {
+		return Counts{}, errorFor(call{op: op, queue: queue}, err)
+	}
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) != 6 {
+		return Counts{}, protocolError(op, "reply %v", msg)
+	}
+	n := make([]int64, 6)
+	for i := range arr {
+		if n[i], err = arr[i].AsInt64(); err != nil {
+			return Counts{}, protocolError(op, "reply %v", msg)
+		}
+	}
+	return Counts{Pending: n[0], Active: n[1], Scheduled: n[2], Dead: n[3], Paused: n[4] == 1, MaxAttempts: int(n[5])}, nil
+}
+
+// JobInfo is one job as [Bus.Lookup] reads it.
+type JobInfo struct {
+	ID       keys.JobID
+	State    State
+	Attempts int64
+	Payload  []byte
+	// Set is the set that holds the id: keys.Pending, keys.Active, keys.Schedule or
+	// keys.Dead; 0 when none does (which the scripts never leave behind).
+	Set keys.Type
+	// At is the lease deadline when active and the run-at when scheduled (server clock);
+	// zero otherwise.
+	At time.Time
+}
+
+// Lookup reads one job of queue: its row and the set that holds it, in one atomic snapshot.
+// It answers [ErrNotFound] when the job has no row (never enqueued, completed, cancelled or
+// purged).
+func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo, error) {
+	const op = "lookup"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return JobInfo{}, err
+	}
+	if err := jobArg(op, queue, id); err != nil {
+		return JobInfo{}, err
+	}
+	msg, err := b.exec(ctx, run{scLookup, keysOf(scLookup, q), []string{id.String()}}, nil)
+	if err != nil {
+		return JobInfo{}, errorFor(call{op: op, queue: queue, id: id}, err)
+	}
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) != 5 {
+		return JobInfo{}, protocolError(op, "reply %v", msg)
+	}
+	info := JobInfo{ID: id}
+	state, _ := arr[0].ToString()
+	info.State = State(state)
+	info.Attempts, _ = arr[1].AsInt64()
+	info.Payload, _ = arr[2].AsBytes()
+	set, _ := arr[3].ToString()
+	switch set {
+	case "pending":
+		info.Set = keys.Pending
+	case "active":
+		info.Set = keys.Active
+	case "schedule":
+		info.Set = keys.Schedule
+	case "dead":
+		info.Set = keys.Dead
+	}
+	if score, _ := arr[4].AsInt64(); score != 0 {
+		info.At = time.UnixMilli(score)
+	}
+	return info, nil
+}

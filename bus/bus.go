@@ -1,0 +1,405 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
+)
+
+// Defaults of [Config] and of the per-call options.
+const (
+	// DefaultMaxPayload is the largest payload, in bytes, that a job or a message may carry.
+	DefaultMaxPayload = 512 << 10
+	// DefaultMaxAttempts is how many claims a job gets before fail or reap sends it to dead,
+	// when neither the call nor the queue (see [Bus.SetMaxAttempts]) says otherwise.
+	DefaultMaxAttempts = 25
+	// DefaultLease is the lease a claim or an extend takes when the call names none.
+	DefaultLease = 30 * time.Second
+	// DefaultPromoteLimit is how many due scheduled jobs a claim promotes before it claims.
+	DefaultPromoteLimit = 100
+	// DefaultUniqueTTL is how long an idempotency key keeps answering its first job's id.
+	DefaultUniqueTTL = 24 * time.Hour
+	// DefaultLimit bounds one call of promote, reap, purge and browse.
+	DefaultLimit = 100
+	// DefaultSubscribeBuffer is how many events a subscription queues for its handler before
+	// it reports an overflow.
+	DefaultSubscribeBuffer = 1024
+	// DefaultAckTimeout is how long a Replicated or Persisted write waits for its
+	// acknowledgements.
+	DefaultAckTimeout = time.Second
+)
+
+// Config configures a [Bus]. The zero Config is valid: every zero field means its default.
+type Config struct {
+	// MaxPayload is the largest payload in bytes; larger ones are refused before anything is
+	// written. Default 512 KiB ([DefaultMaxPayload]).
+	MaxPayload int
+	// MaxAttempts is the maximum of claims per job when neither the call nor the queue's
+	// meta names one. Default 25 ([DefaultMaxAttempts]); a negative value means no maximum.
+	MaxAttempts int
+	// Lease is the lease of a claim or extend that names none. Default 30 s ([DefaultLease]).
+	Lease time.Duration
+	// PromoteLimit is how many due scheduled jobs a claim promotes first. Default 100
+	// ([DefaultPromoteLimit]); a negative value turns promote-on-claim off.
+	PromoteLimit int
+	// UniqueTTL is how long an idempotency key answers its first job's id. Default 24 h
+	// ([DefaultUniqueTTL]).
+	UniqueTTL time.Duration
+	// SubscribeBuffer is how many events a subscription queues for its handler before it
+	// drops messages and reports an [Overflow]. Default 1024 ([DefaultSubscribeBuffer]).
+	SubscribeBuffer int
+}
+
+// Bus is EchoMQ over one valkey-go client: the queue verbs, inspection and broadcast topics.
+// It holds no goroutines and needs no closing; it is safe for concurrent use. Queues are
+// named by strings and need no declaration: a queue exists while one of its keys does.
+type Bus struct {
+	client valkey.Client
+	cfg    Config
+	queues sync.Map // name -> keys.Queue: names are validated once
+}
+
+// New returns a Bus over client. Build the client with DisableCache: true unless it is also
+// used for client-side caching; the bus does not use it.
+func New(client valkey.Client, cfg Config) (*Bus, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: bus.New: nil client", ErrInvalid)
+	}
+	if cfg.MaxPayload < 0 || cfg.Lease < 0 || cfg.UniqueTTL < 0 || cfg.SubscribeBuffer < 0 {
+		return nil, fmt.Errorf("%w: bus.New: MaxPayload, Lease, UniqueTTL and SubscribeBuffer must not be negative", ErrInvalid)
+	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	switch {
+	case cfg.MaxAttempts == 0:
+		cfg.MaxAttempts = DefaultMaxAttempts
+	case cfg.MaxAttempts < 0:
+		cfg.MaxAttempts = 0 // the scripts' "no maximum"
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = DefaultLease
+	}
+	switch {
+	case cfg.PromoteLimit == 0:
+		cfg.PromoteLimit = DefaultPromoteLimit
+	case cfg.PromoteLimit < 0:
+		cfg.PromoteLimit = 0
+	}
+	if cfg.UniqueTTL == 0 {
+		cfg.UniqueTTL = DefaultUniqueTTL
+	}
+	if cfg.SubscribeBuffer == 0 {
+		cfg.SubscribeBuffer = DefaultSubscribeBuffer
+	}
+	return &Bus{client: client, cfg: cfg}, nil
+}
+
+// queue validates name once and returns its key builder.
+func (b *Bus) queue(op, name string) (keys.Queue, error) {
+	if q, ok := b.queues.Load(name); ok {
+		return q.(keys.Queue), nil
+	}
+	q, err := keys.NewQueue(name)
+	if err != nil {
+		return keys.Queue{}, invalid(op, err)
+	}
+	b.queues.Store(name, q)
+	return q, nil
+}
+
+// The scripts the bus runs, looked up once. Each one's KEYS are listed in scriptKeys.
+var (
+	scEnqueue   = lua.Get("enqueue")
+	scClaim     = lua.Get("claim")
+	scComplete  = lua.Get("complete")
+	scFail      = lua.Get("fail")
+	scExtend    = lua.Get("extend")
+	scSnooze    = lua.Get("snooze")
+	scPromote   = lua.Get("promote")
+	scReap      = lua.Get("reap")
+	scPause     = lua.Get("pause")
+	scResume    = lua.Get("resume")
+	scConfigure = lua.Get("configure")
+	scCancel    = lua.Get("cancel")
+	scRetry     = lua.Get("retry")
+	scPurge     = lua.Get("purge")
+	scCounts    = lua.Get("counts")
+	scLookup    = lua.Get("lookup")
+)
+
+// scriptKeys is each script's KEYS, in header order. TestScriptKeysMatchHeaders checks it
+// against the headers, so the Go side cannot drift from the protocol.
+var scriptKeys = map[*lua.Script][]keys.Type{
+	scEnqueue:   {keys.Pending, keys.Schedule, keys.Meta, keys.Wake},
+	scClaim:     {keys.Pending, keys.Active, keys.Schedule, keys.Meta},
+	scComplete:  {keys.Active},
+	scFail:      {keys.Active, keys.Schedule, keys.Pending, keys.Dead, keys.Meta, keys.Wake},
+	scExtend:    {keys.Active},
+	scSnooze:    {keys.Active, keys.Schedule, keys.Pending, keys.Meta, keys.Wake},
+	scPromote:   {keys.Schedule, keys.Pending, keys.Meta, keys.Wake},
+	scReap:      {keys.Active, keys.Pending, keys.Dead, keys.Meta, keys.Wake},
+	scPause:     {keys.Meta},
+	scResume:    {keys.Meta, keys.Pending, keys.Wake},
+	scConfigure: {keys.Meta},
+	scCancel:    {keys.Pending, keys.Schedule},
+	scRetry:     {keys.Dead, keys.Pending, keys.Meta, keys.Wake},
+	scPurge:     {keys.Dead},
+	scCounts:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead, keys.Meta},
+	scLookup:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead},
+}
+
+// queueKey is q's key of type t.
+func queueKey(q keys.Queue, t keys.Type) string {
+	switch t {
+	case keys.Pending:
+		return q.Pending()
+	case keys.Active:
+		return q.Active()
+	case keys.Schedule:
+		return q.Schedule()
+	case keys.Dead:
+		return q.Dead()
+	case keys.Meta:
+		return q.Meta()
+	case keys.Wake:
+		return q.Wake()
+	}
+	panic("bus: no queue key of type " + t.String())
+}
+
+// keysOf is the KEYS of s for queue q.
+func keysOf(s *lua.Script, q keys.Queue) []string {
+	types := scriptKeys[s]
+	out := make([]string, len(types))
+	for i, t := range types {
+		out[i] = queueKey(q, t)
+	}
+	return out
+}
+
+// run is one script call.
+type run struct {
+	script *lua.Script
+	keys   []string
+	args   []string
+}
+
+// exec runs one script and returns its reply, with the ack the call asked for. The error is
+// the script's (translated), else the ack's (an *AckError, with a valid reply), else nil.
+func (b *Bus) exec(ctx context.Context, r run, ack *Ack) (valkey.ValkeyMessage, error) {
+	out, err := b.execMulti(ctx, []run{r}, ack)
+	if len(out) == 0 {
+		return valkey.ValkeyMessage{}, err
+	}
+	if out[0].err != nil {
+		return valkey.ValkeyMessage{}, out[0].err
+	}
+	return out[0].msg, err
+}
+
+// result is one reply of execMulti.
+type result struct {
+	msg valkey.ValkeyMessage
+	err error // translated
+}
+
+// execMulti runs several scripts of one queue (one slot) in one round trip, in order. With a
+// Replicated or Persisted ack it runs them on one dedicated connection followed by WAIT or
+// WAITAOF, so the wait covers exactly these writes on the node that applied them. The second
+// return value is the ack's error (an *AckError) or a transport error of the whole call.
+func (b *Bus) execMulti(ctx context.Context, runs []run, ack *Ack) ([]result, error) {
+	if ack == nil || ack.Durability == Primary {
+		if len(runs) == 1 {
+			msg, err := runs[0].script.Exec(ctx, b.client, runs[0].keys, runs[0].args).ToMessage()
+			return []result{{msg, translate(err)}}, nil
+		}
+		return b.pipeline(ctx, b.client, runs, nil)
+	}
+	if err := ack.validate(); err != nil {
+		return nil, err
+	}
+	var out []result
+	var ackErr error
+	err := b.client.Dedicated(func(dc valkey.DedicatedClient) error {
+		var err error
+		out, err = b.pipeline(ctx, dc, runs, ack)
+		ackErr = err
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, ackErr
+}
+
+// doer is what a client and a dedicated client share.
+type doer interface {
+	B() valkey.Builder
+	DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult
+}
+
+// pipeline sends the runs by EVALSHA (plus the ack's wait) in one DoMulti, and resends the
+// runs that met NOSCRIPT by EVAL (plus the wait again). A NOSCRIPT run did not execute, so
+// resending it cannot apply it twice.
+func (b *Bus) pipeline(ctx context.Context, c doer, runs []run, ack *Ack) ([]result, error) {
+	out := make([]result, len(runs))
+	todo := make([]int, len(runs))
+	for i := range todo {
+		todo[i] = i
+	}
+	var ackErr error
+	for attempt := 0; attempt < 2 && len(todo) > 0; attempt++ {
+		cmds := make(valkey.Commands, 0, len(todo)+1)
+		for _, i := range todo {
+			r := runs[i]
+			if attempt == 0 {
+				cmds = append(cmds, c.B().Evalsha().Sha1(r.script.SHA1).Numkeys(int64(len(r.keys))).Key(r.keys...).Arg(r.args...).Build())
+			} else {
+				cmds = append(cmds, c.B().Eval().Script(r.script.Source).Numkeys(int64(len(r.keys))).Key(r.keys...).Arg(r.args...).Build())
+			}
+		}
+		if ack != nil {
+			cmds = append(cmds, ack.command(c.B()))
+		}
+		res := c.DoMulti(ctx, cmds...)
+		var again []int
+		for j, i := range todo {
+			msg, err := res[j].ToMessage()
+			if attempt == 0 && isNoScript(err) {
+				again = append(again, i)
+				continue
+			}
+			out[i] = result{msg, translate(err)}
+		}
+		if ack != nil {
+			ackErr = ack.check(res[len(todo)])
+		}
+		todo = again
+	}
+	return out, ackErr
+}
+
+// Durability says when a write call returns.
+type Durability uint8
+
+// The durability levels.
+const (
+	// Primary, the default, returns when the primary has applied the write: at-least-once
+	// while the primary lives.
+	Primary Durability = iota
+	// Replicated follows the write with WAIT on the same connection and node, and returns
+	// when Ack.Replicas replicas acknowledged it or Ack.Timeout passed.
+	Replicated
+	// Persisted follows the write with WAITAOF on the same connection and node, and returns
+	// when the primary fsynced its AOF and Ack.Replicas replicas did, or Ack.Timeout passed.
+	Persisted
+)
+
+func (d Durability) String() string {
+	switch d {
+	case Primary:
+		return "primary"
+	case Replicated:
+		return "replicated"
+	case Persisted:
+		return "persisted"
+	}
+	return "Durability(" + strconv.Itoa(int(d)) + ")"
+}
+
+// Ack is the durability a write call asks for. The zero Ack is [Primary].
+//
+// When fewer acknowledgements come back than asked, the call returns an *[AckError]
+// (errors.Is(err, [ErrNotDurable])) together with its normal result: the write was applied on
+// the primary and may still exist, so a caller that retries must be ready to find it done.
+type Ack struct {
+	Durability Durability
+	// Replicas is how many replicas must acknowledge. Default 1 for Replicated; default 0 for
+	// Persisted (the primary's own fsync).
+	Replicas int
+	// Timeout is how long the server waits for the acknowledgements. Default 1 s
+	// ([DefaultAckTimeout]).
+	Timeout time.Duration
+}
+
+func (a *Ack) validate() error {
+	if a.Durability > Persisted || a.Replicas < 0 || a.Timeout < 0 {
+		return fmt.Errorf("%w: ack: unknown durability or negative replicas or timeout", ErrInvalid)
+	}
+	return nil
+}
+
+func (a *Ack) replicas() int {
+	if a.Replicas == 0 && a.Durability == Replicated {
+		return 1
+	}
+	return a.Replicas
+}
+
+func (a *Ack) timeout() time.Duration {
+	if a.Timeout == 0 {
+		return DefaultAckTimeout
+	}
+	return a.Timeout
+}
+
+func (a *Ack) command(bld valkey.Builder) valkey.Completed {
+	ms := max(a.timeout().Milliseconds(), 1) // 0 would block forever
+	if a.Durability == Persisted {
+		return bld.Waitaof().Numlocal(1).Numreplicas(int64(a.replicas())).Timeout(ms).Build()
+	}
+	return bld.Wait().Numreplicas(int64(a.replicas())).Timeout(ms).Build()
+}
+
+// check reads the wait's reply.
+func (a *Ack) check(r valkey.ValkeyResult) error {
+	e := &AckError{Durability: a.Durability, Wanted: a.replicas(), Timeout: a.timeout()}
+	msg, err := r.ToMessage()
+	if err != nil {
+		if _, ok := valkey.IsValkeyErr(err); ok {
+			e.Err = err
+			return e
+		}
+		return fmt.Errorf("bus: %s write: waiting for acknowledgements (the write may still exist): %w", a.Durability, err)
+	}
+	if a.Durability == Persisted {
+		arr, err := msg.ToArray()
+		if err != nil || len(arr) != 2 {
+			return protocolError("waitaof", "reply %v", msg)
+		}
+		local, _ := arr[0].AsInt64()
+		n, _ := arr[1].AsInt64()
+		e.LocalAOF, e.Acked = local >= 1, int(n)
+		if e.LocalAOF && e.Acked >= e.Wanted {
+			return nil
+		}
+		return e
+	}
+	n, err := msg.AsInt64()
+	if err != nil {
+		return protocolError("wait", "reply %v", msg)
+	}
+	e.Acked = int(n)
+	if e.Acked >= e.Wanted {
+		return nil
+	}
+	return e
+}
+
+// ms is d in whole milliseconds, rounded up, so that a positive duration never becomes 0.
+func ms(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

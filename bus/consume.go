@@ -1,0 +1,350 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/keys"
+)
+
+// State is the state field of a job row.
+type State string
+
+// The states of a job row. A row is in exactly the set its state names (Scheduled: schedule).
+const (
+	StatePending   State = "pending"
+	StateActive    State = "active"
+	StateScheduled State = "scheduled"
+	StateDead      State = "dead"
+)
+
+// Job is a claimed job: the lease holder's handle for complete, fail, extend and snooze.
+type Job struct {
+	Queue string
+	ID    keys.JobID
+	// Token is the attempts count this claim minted (1 on the first claim). It fences every
+	// later verb: once another claim mints a newer one, this holder's verbs answer ErrStale.
+	Token   int64
+	Payload []byte
+}
+
+// ClaimOpts are the options of [Bus.Claim]; nil means defaults.
+type ClaimOpts struct {
+	// Count is how many jobs to claim at most in this call. Default 1.
+	Count int
+	// Lease is how long the jobs are leased, from the server's clock. Default Config.Lease.
+	Lease time.Duration
+	// PromoteLimit is how many due scheduled jobs to promote before claiming. Default
+	// Config.PromoteLimit; negative: none.
+	PromoteLimit int
+	// Ack is the durability the call waits for (a Replicated claim survives a failover with
+	// its token minted). Default Primary.
+	Ack Ack
+}
+
+// Claim leases up to opts.Count pending jobs of queue, oldest (lex-least id) first, after
+// promoting due scheduled jobs. It returns no jobs and no error when nothing is pending, and
+// [ErrPaused] when the queue is paused. On an *[AckError] the returned jobs are claimed.
+func (b *Bus) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]Job, error) {
+	q, r, err := b.claimRun(queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	var ack *Ack
+	if opts != nil {
+		ack = &opts.Ack
+	}
+	msg, err := b.exec(ctx, r, ack)
+	return claimed(q, msg, err)
+}
+
+func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, run, error) {
+	const op = "claim"
+	var o ClaimOpts
+	if opts != nil {
+		o = *opts
+	}
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return q, run{}, err
+	}
+	if o.Count < 0 || o.Lease < 0 {
+		return q, run{}, fmt.Errorf("%w: %s in queue %s: negative Count or Lease", ErrInvalid, op, queue)
+	}
+	count := max(o.Count, 1)
+	lease := o.Lease
+	if lease == 0 {
+		lease = b.cfg.Lease
+	}
+	promote := o.PromoteLimit
+	switch {
+	case promote == 0:
+		promote = b.cfg.PromoteLimit
+	case promote < 0:
+		promote = 0
+	}
+	return q, run{scClaim, keysOf(scClaim, q), []string{itoa(ms(lease)), itoa(int64(count)), itoa(int64(promote))}}, nil
+}
+
+// claimed decodes a claim reply.
+func claimed(q keys.Queue, msg valkey.ValkeyMessage, err error) ([]Job, error) {
+	const op = "claim"
+	if err != nil && !errors.Is(err, ErrNotDurable) {
+		return nil, errorFor(call{op: op, queue: q.Name()}, err)
+	}
+	arr, aerr := msg.ToArray()
+	if aerr != nil || len(arr)%3 != 0 {
+		return nil, protocolError(op, "reply %v", msg)
+	}
+	jobs := make([]Job, 0, len(arr)/3)
+	for i := 0; i < len(arr); i += 3 {
+		s, _ := arr[i].ToString()
+		id, perr := keys.ParseJobID(s)
+		if perr != nil {
+			return nil, protocolError(op, "reply id %q: %v", s, perr)
+		}
+		payload, _ := arr[i+1].AsBytes() // a nil payload (a damaged row) reads as empty
+		token, terr := arr[i+2].AsInt64()
+		if terr != nil {
+			return nil, protocolError(op, "reply token %v", arr[i+2])
+		}
+		jobs = append(jobs, Job{Queue: q.Name(), ID: id, Token: token, Payload: payload})
+	}
+	return jobs, errorFor(call{op: op, queue: q.Name()}, err)
+}
+
+// held validates the handle of a claimed job and returns its queue.
+func (b *Bus) held(op string, j Job) (keys.Queue, error) {
+	q, err := b.queue(op, j.Queue)
+	if err != nil {
+		return q, err
+	}
+	if j.ID.IsZero() {
+		return q, fmt.Errorf("%w: %s in queue %s: the zero JobID is not branded", ErrInvalid, op, j.Queue)
+	}
+	if j.Token < 1 {
+		return q, fmt.Errorf("%w: %s %s in queue %s: token %d; a claim mints tokens from 1", ErrInvalid, op, j.ID, j.Queue, j.Token)
+	}
+	return q, nil
+}
+
+// CompleteOpts are the options of [Bus.Complete]; nil means defaults.
+type CompleteOpts struct {
+	// Ack is the durability the call waits for. Default Primary.
+	Ack Ack
+}
+
+// Complete retires a claimed job: its row is deleted and nothing of it remains. It answers a
+// *[StaleError] (ErrStale) and changes nothing when j.Token no longer holds the job.
+func (b *Bus) Complete(ctx context.Context, j Job, opts *CompleteOpts) error {
+	const op = "complete"
+	q, err := b.held(op, j)
+	if err != nil {
+		return err
+	}
+	var ack *Ack
+	if opts != nil {
+		ack = &opts.Ack
+	}
+	_, err = b.exec(ctx, b.completeRun(q, j), ack)
+	return errorFor(call{op, j.Queue, j.ID, j.Token}, err)
+}
+
+func (b *Bus) completeRun(q keys.Queue, j Job) run {
+	return run{scComplete, keysOf(scComplete, q), []string{j.ID.String(), itoa(j.Token)}}
+}
+
+// CompleteAndClaim completes j and claims the next jobs of j's queue in one round trip (two
+// scripts pipelined on one connection, in that order). The claim runs even when the complete
+// is refused: the jobs are returned together with the complete's error, so a worker keeps
+// its new work and learns that its old lease was lost.
+func (b *Bus) CompleteAndClaim(ctx context.Context, j Job, opts *ClaimOpts) ([]Job, error) {
+	const op = "complete"
+	q, err := b.held(op, j)
+	if err != nil {
+		return nil, err
+	}
+	_, cr, err := b.claimRun(j.Queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	var ack *Ack
+	if opts != nil {
+		ack = &opts.Ack
+	}
+	out, err := b.execMulti(ctx, []run{b.completeRun(q, j), cr}, ack)
+	if len(out) != 2 {
+		return nil, fmt.Errorf("bus: complete and claim in queue %s: %w", j.Queue, err)
+	}
+	cerr := errorFor(call{op, j.Queue, j.ID, j.Token}, out[0].err)
+	jobs, err := claimed(q, out[1].msg, errors.Join(out[1].err, err))
+	return jobs, errors.Join(cerr, err)
+}
+
+// FailOpts are the options of [Bus.Fail]; nil means defaults.
+type FailOpts struct {
+	// Backoff is how long the job waits in schedule before it is claimable again, from the
+	// server's clock. Zero sends it back to pending at once. The worker runtime adds jitter.
+	Backoff time.Duration
+	// MaxAttempts, when > 0, overrides the queue's maximum for this call: the job goes to
+	// dead when its token (attempts) has reached it. 1 sends it to dead at once.
+	MaxAttempts int
+	// Ack is the durability the call waits for. Default Primary.
+	Ack Ack
+}
+
+// Outcome says where a job went.
+type Outcome struct {
+	State State     // StatePending, StateScheduled or StateDead
+	At    time.Time // the run-at when scheduled; the server's clock at the call otherwise
+}
+
+// Fail hands a claimed job back after a failed attempt: into schedule after opts.Backoff, or
+// into dead when its attempts reached the maximum (opts.MaxAttempts, else the queue's, see
+// [Bus.SetMaxAttempts], else Config.MaxAttempts). It answers a *[StaleError] and changes
+// nothing when j.Token no longer holds the job.
+func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) {
+	const op = "fail"
+	var o FailOpts
+	if opts != nil {
+		o = *opts
+	}
+	q, err := b.held(op, j)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if o.Backoff < 0 || o.MaxAttempts < 0 {
+		return Outcome{}, fmt.Errorf("%w: %s %s in queue %s: negative Backoff or MaxAttempts", ErrInvalid, op, j.ID, j.Queue)
+	}
+	args := []string{j.ID.String(), itoa(j.Token), itoa(ms(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts))}
+	msg, err := b.exec(ctx, run{scFail, keysOf(scFail, q), args}, &o.Ack)
+	return outcome(op, call{op, j.Queue, j.ID, j.Token}, msg, err)
+}
+
+// outcome decodes a {where, at_ms} reply.
+func outcome(op string, c call, msg valkey.ValkeyMessage, err error) (Outcome, error) {
+	if err != nil && !errors.Is(err, ErrNotDurable) {
+		return Outcome{}, errorFor(c, err)
+	}
+	arr, aerr := msg.ToArray()
+	if aerr != nil || len(arr) != 2 {
+		return Outcome{}, protocolError(op, "reply %v", msg)
+	}
+	where, _ := arr[0].ToString()
+	at, _ := arr[1].AsInt64()
+	return Outcome{State: State(where), At: time.UnixMilli(at)}, errorFor(c, err)
+}
+
+// SnoozeOpts are the options of [Bus.Snooze]; nil means defaults.
+type SnoozeOpts struct {
+	// Ack is the durability the call waits for. Default Primary.
+	Ack Ack
+}
+
+// Snooze hands a claimed job back without counting a failure: into schedule for delay (from
+// the server's clock), or into pending at once when delay is 0. It is never sent to dead.
+// attempts is kept: it is the fencing token and never goes down, so the next claim mints
+// Token+1; since attempts counts claims, snoozes count toward the maximum of later failures.
+// It answers a *[StaleError] and changes nothing when j.Token no longer holds the job.
+func (b *Bus) Snooze(ctx context.Context, j Job, delay time.Duration, opts *SnoozeOpts) (Outcome, error) {
+	const op = "snooze"
+	q, err := b.held(op, j)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if delay < 0 {
+		return Outcome{}, fmt.Errorf("%w: %s %s in queue %s: negative delay", ErrInvalid, op, j.ID, j.Queue)
+	}
+	var ack *Ack
+	if opts != nil {
+		ack = &opts.Ack
+	}
+	msg, err := b.exec(ctx, run{scSnooze, keysOf(scSnooze, q), []string{j.ID.String(), itoa(j.Token), itoa(ms(delay))}}, ack)
+	return outcome(op, call{op, j.Queue, j.ID, j.Token}, msg, err)
+}
+
+// ExtendOpts are the options of [Bus.Extend] and [Bus.ExtendMany]; nil means defaults.
+type ExtendOpts struct {
+	// Lease is the new lease, from the server's clock at the call. Default Config.Lease.
+	Lease time.Duration
+	// Ack is the durability the call waits for. Default Primary.
+	Ack Ack
+}
+
+// Extend renews the lease of a claimed job and returns its new deadline (server clock). It
+// answers a *[StaleError] and changes nothing when j.Token no longer holds the job.
+func (b *Bus) Extend(ctx context.Context, j Job, opts *ExtendOpts) (time.Time, error) {
+	deadline, lost, err := b.ExtendMany(ctx, []Job{j}, opts)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(lost) > 0 {
+		return time.Time{}, lost[0]
+	}
+	return deadline, nil
+}
+
+// ExtendMany renews the leases of claimed jobs of one queue in one call (a heartbeat). It
+// returns the new deadline of the renewed jobs and, for every job whose lease was lost, a
+// *[StaleError] with the reason; those jobs were not written. The error is for the call as a
+// whole (names, transport, an *[AckError]).
+func (b *Bus) ExtendMany(ctx context.Context, jobs []Job, opts *ExtendOpts) (time.Time, []*StaleError, error) {
+	const op = "extend"
+	var o ExtendOpts
+	if opts != nil {
+		o = *opts
+	}
+	if len(jobs) == 0 {
+		return time.Time{}, nil, fmt.Errorf("%w: %s: no jobs", ErrInvalid, op)
+	}
+	if o.Lease < 0 {
+		return time.Time{}, nil, fmt.Errorf("%w: %s in queue %s: negative Lease", ErrInvalid, op, jobs[0].Queue)
+	}
+	lease := o.Lease
+	if lease == 0 {
+		lease = b.cfg.Lease
+	}
+	var q keys.Queue
+	byID := make(map[string]Job, len(jobs))
+	args := make([]string, 1, 1+2*len(jobs))
+	args[0] = itoa(ms(lease))
+	for i, j := range jobs {
+		jq, err := b.held(op, j)
+		if err != nil {
+			return time.Time{}, nil, err
+		}
+		if i == 0 {
+			q = jq
+		} else if j.Queue != jobs[0].Queue {
+			return time.Time{}, nil, fmt.Errorf("%w: %s: jobs of queues %s and %s in one call; extend each queue apart", ErrInvalid, op, jobs[0].Queue, j.Queue)
+		}
+		byID[j.ID.String()] = j
+		args = append(args, j.ID.String(), itoa(j.Token))
+	}
+	msg, err := b.exec(ctx, run{scExtend, keysOf(scExtend, q), args}, &o.Ack)
+	c := call{op: op, queue: q.Name()}
+	if err != nil && !errors.Is(err, ErrNotDurable) {
+		return time.Time{}, nil, errorFor(c, err)
+	}
+	arr, aerr := msg.ToArray()
+	if aerr != nil || len(arr) != 2 {
+		return time.Time{}, nil, protocolError(op, "reply %v", msg)
+	}
+	deadline, _ := arr[0].AsInt64()
+	flat, aerr := arr[1].AsStrSlice()
+	if aerr != nil || len(flat)%2 != 0 {
+		return time.Time{}, nil, protocolError(op, "reply %v", msg)
+	}
+	var lost []*StaleError
+	for i := 0; i < len(flat); i += 2 {
+		j := byID[flat[i]]
+		reason, _ := strings.CutPrefix(flat[i+1], "EMQSTALE ")
+		lost = append(lost, &StaleError{Op: op, Queue: j.Queue, ID: j.ID, Token: j.Token, Reason: StaleReason(reason)})
+	}
+	return time.UnixMilli(deadline), lost, errorFor(c, err)
+}

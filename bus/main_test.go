@@ -1,0 +1,151 @@
+package bus_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
+)
+
+func TestMain(m *testing.M) { valkeytest.Main(m) }
+
+// target is one deployment the protocol suite runs against.
+type target struct {
+	name   string
+	client valkey.Client
+}
+
+// onTargets runs fn as parallel subtests against the shared standalone server and the shared
+// loopback cluster, so every protocol case holds on both.
+func onTargets(t *testing.T, fn func(t *testing.T, tg target)) {
+	t.Helper()
+	for _, name := range []string{"standalone", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var c valkey.Client
+			if name == "cluster" {
+				c = valkeytest.SharedCluster(t).Client(t)
+			} else {
+				c = valkeytest.Shared(t).Client(t)
+			}
+			fn(t, target{name: name, client: c})
+		})
+	}
+}
+
+// newBus is a Bus over c with cfg.
+func newBus(t *testing.T, c valkey.Client, cfg bus.Config) *bus.Bus {
+	t.Helper()
+	b, err := bus.New(c, cfg)
+	require.NoError(t, err)
+	return b
+}
+
+// uniqueName derives a queue or topic name from the test's name: [A-Za-z0-9_.-], at most 64
+// bytes (long names keep a hash suffix so they stay unique).
+func uniqueName(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range t.Name() {
+		if c < 128 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	name := b.String()
+	if len(name) > keys.MaxNameLen {
+		sum := sha1.Sum([]byte(name))
+		name = name[:keys.MaxNameLen-9] + "." + hex.EncodeToString(sum[:4])
+	}
+	return name
+}
+
+// serverMillis reads the server's clock as the scripts do.
+func serverMillis(t *testing.T, c valkey.Client) int64 {
+	t.Helper()
+	tm, err := c.Do(context.Background(), c.B().Time().Build()).AsStrSlice()
+	require.NoError(t, err)
+	sec, _ := strconv.ParseInt(tm[0], 10, 64)
+	usec, _ := strconv.ParseInt(tm[1], 10, 64)
+	return sec*1000 + usec/1000
+}
+
+// scanAll returns every key on every primary (every node of a cluster) that contains any of
+// the substrings.
+func scanAll(t *testing.T, c valkey.Client, substrings ...string) []string {
+	t.Helper()
+	ctx := context.Background()
+	seen := map[string]bool{}
+	var out []string
+	for _, node := range c.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Count(1000).Build()).AsScanEntry()
+			require.NoError(t, err)
+			for _, k := range e.Elements {
+				for _, s := range substrings {
+					if strings.Contains(k, s) && !seen[k] {
+						seen[k] = true
+						out = append(out, k)
+					}
+				}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// row reads a job row with HGETALL.
+func row(t *testing.T, c valkey.Client, q keys.Queue, id keys.JobID) map[string]string {
+	t.Helper()
+	k, err := q.Job(id)
+	require.NoError(t, err)
+	m, err := c.Do(context.Background(), c.B().Hgetall().Key(k).Build()).AsStrMap()
+	require.NoError(t, err)
+	return m
+}
+
+// score reads id's score in a set; ok is false when the set does not hold it.
+func score(t *testing.T, c valkey.Client, key string, id keys.JobID) (int64, bool) {
+	t.Helper()
+	f, err := c.Do(context.Background(), c.B().Zscore().Key(key).Member(id.String()).Build()).AsFloat64()
+	if valkey.IsValkeyNil(err) {
+		return 0, false
+	}
+	require.NoError(t, err)
+	return int64(f), true
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func payloads(n int, prefix string) []bus.NewJob {
+	out := make([]bus.NewJob, n)
+	for i := range out {
+		out[i].Payload = []byte(prefix + strconv.Itoa(i))
+	}
+	return out
+}

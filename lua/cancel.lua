@@ -1,0 +1,36 @@
+-- cancel: delete a job that is waiting (pending or scheduled): its row is deleted and its id
+-- leaves the set that held it. A claimed job cannot be cancelled (its holder completes or fails
+-- it); a dead job is purged instead. An idempotency guard that named the job lives on until its
+-- TTL, so its key still answers the cancelled job's id.
+--
+-- KEYS[1]  emq:{<q>}:pending            score-0 set
+-- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms)
+-- ARGV[1]  id                           the job's JOB id
+-- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- REPLY    the state the job had: "pending" or "scheduled"
+-- ERRORS   EMQNOJOB <id> when the job has no row; EMQSTATE <state> <id> when it is active or dead
+--          (nothing written); EMQKEYS when the KEYS are not one queue's pending, schedule;
+--          EMQARGS when id is not a JOB id; EMQTYPE when a key holds another type
+local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)pending$')
+if not base or #base > 71 or KEYS[2] ~= base .. 'schedule' then
+  return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, schedule of one queue')
+end
+local id = ARGV[1]
+if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
+  return redis.error_reply('EMQARGS ARGV[1] is not a JOB id')
+end
+local function typeerr(key, got, want)
+  if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
+end
+local jk = base .. 'job:' .. id
+local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
+  or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
+  or typeerr(jk, redis.call('TYPE', jk)['ok'], 'hash')
+if e then return redis.error_reply(e) end
+local state = redis.call('HGET', jk, 'state')
+if not state then return redis.error_reply('EMQNOJOB ' .. id) end
+if state ~= 'pending' and state ~= 'scheduled' then return redis.error_reply('EMQSTATE ' .. state .. ' ' .. id) end
+redis.call('ZREM', KEYS[1], id)
+redis.call('ZREM', KEYS[2], id)
+redis.call('DEL', jk)
+return state

@@ -1,0 +1,36 @@
+-- counts: read a queue's state in one atomic snapshot. Writes nothing.
+--
+-- KEYS[1]  emq:{<q>}:pending            score-0 set
+-- KEYS[2]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
+-- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms)
+-- KEYS[4]  emq:{<q>}:dead               score-0 set
+-- KEYS[5]  emq:{<q>}:meta               hash; read: paused, max_attempts
+-- REPLY    {pending, active, scheduled, dead, paused, max_attempts}: the four set sizes, paused
+--          1 or 0, and the queue's max_attempts (0 when it has none)
+-- ERRORS   EMQKEYS when the KEYS are not one queue's pending, active, schedule, dead, meta;
+--          EMQTYPE when a key holds another type
+local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)pending$')
+if not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'dead'
+  or KEYS[5] ~= base .. 'meta' then
+  return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, dead, meta of one queue')
+end
+local function typeerr(key, got, want)
+  if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
+end
+local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
+  or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
+  or typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset')
+  or typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'zset')
+  or typeerr(KEYS[5], redis.call('TYPE', KEYS[5])['ok'], 'hash')
+if e then return redis.error_reply(e) end
+local meta = redis.call('HMGET', KEYS[5], 'paused', 'max_attempts')
+local paused = 0
+if meta[1] == '1' then paused = 1 end
+return {
+  redis.call('ZCARD', KEYS[1]),
+  redis.call('ZCARD', KEYS[2]),
+  redis.call('ZCARD', KEYS[3]),
+  redis.call('ZCARD', KEYS[4]),
+  paused,
+  tonumber(meta[2]) or 0,
+}

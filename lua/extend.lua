@@ -1,0 +1,68 @@
+-- extend: renew the leases of one or more claimed jobs of a queue to server TIME + lease_ms.
+--
+-- Fenced per job: a job is extended only when its row exists, is "active" and holds
+-- attempts = its token. A job that fails the check is not written and is named in the reply
+-- with its EMQSTALE reason, so a heartbeat covering many jobs learns in one call which leases
+-- it lost. The new deadline may be earlier than the old one: it is what the caller asked for.
+--
+-- KEYS[1]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
+-- ARGV[1]  lease_ms                     new lease length from server TIME, an integer > 0
+-- ARGV[2]  id*                          a starred ARGV repeats: ARGV[2], [3] describe the
+--          first job, [4], [5] the second, and so on (one job at least). id: its JOB id
+-- ARGV[3]  token*                       the attempts count its claim returned, an integer > 0
+-- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- REPLY    {deadline_ms, lost}: deadline_ms is the new lease deadline (server TIME + lease_ms)
+--          of every extended job; lost is a flat list {id, reason, id, reason, ...} of the jobs
+--          not extended, in call order, reason being "EMQSTALE no row", "EMQSTALE not active"
+--          or "EMQSTALE token mismatch"; {} when every lease was renewed
+-- ERRORS   EMQKEYS when KEYS[1] is not a queue's active set; EMQARGS when an ARGV is not as
+--          declared (nothing written); EMQTYPE when a key holds another type (nothing written)
+local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)active$')
+if not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
+local lease = ARGV[1]
+if #lease > 15 or not string.match(lease, '^[1-9]%d*$') then
+  return redis.error_reply('EMQARGS lease_ms must be an integer > 0')
+end
+local n = (#ARGV - 1) / 2
+if n < 1 or n ~= math.floor(n) then return redis.error_reply('EMQARGS expected lease_ms then id, token per job') end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'zset' then return redis.error_reply('EMQTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a zset') end
+-- Pass 1: validate every argument and read every row; no write.
+local ok = {}
+local lost = {}
+for i = 1, n do
+  local id, token = ARGV[2 * i], ARGV[2 * i + 1]
+  if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
+    return redis.error_reply('EMQARGS ARGV[' .. (2 * i) .. '] is not a JOB id')
+  end
+  if #token > 15 or not string.match(token, '^[1-9]%d*$') then
+    return redis.error_reply('EMQARGS ARGV[' .. (2 * i + 1) .. '] token must be an integer > 0')
+  end
+  local jk = base .. 'job:' .. id
+  kind = redis.call('TYPE', jk)['ok']
+  local reason
+  if kind == 'none' then
+    reason = 'EMQSTALE no row'
+  elseif kind ~= 'hash' then
+    return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. kind .. ', not a hash')
+  else
+    local row = redis.call('HMGET', jk, 'state', 'attempts')
+    if row[1] ~= 'active' then
+      reason = 'EMQSTALE not active'
+    elseif row[2] ~= token then
+      reason = 'EMQSTALE token mismatch'
+    end
+  end
+  if reason then
+    lost[#lost + 1] = id
+    lost[#lost + 1] = reason
+  else
+    ok[#ok + 1] = id
+  end
+end
+local t = redis.call('TIME')
+local deadline = t[1] * 1000 + math.floor(t[2] / 1000) + tonumber(lease)
+for _, id in ipairs(ok) do
+  redis.call('ZADD', KEYS[1], deadline, id)
+end
+return {deadline, lost}

@@ -1,0 +1,85 @@
+-- fail: hand a claimed job back after a failed attempt: to schedule at server TIME plus the
+-- caller's backoff (to pending at once when the backoff is 0), or to dead when its attempts
+-- reached the queue's maximum. attempts is kept: it counts claims and only grows.
+--
+-- Fenced like complete: the row must exist, be "active", and hold attempts = token, or the
+-- script writes nothing and replies EMQSTALE with the reason. The maximum is max_attempts when
+-- it is > 0, else the queue's meta field max_attempts, else default_max_attempts; 0 there means
+-- no maximum. A job that goes to pending pushes a wake marker unless the queue is paused.
+--
+-- KEYS[1]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
+-- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms)
+-- KEYS[3]  emq:{<q>}:pending            score-0 set
+-- KEYS[4]  emq:{<q>}:dead               score-0 set
+-- KEYS[5]  emq:{<q>}:meta               hash; read: max_attempts, paused
+-- KEYS[6]  emq:{<q>}:wake               list of wake-up markers, at most 16
+-- ARGV[1]  id                           the job's JOB id
+-- ARGV[2]  token                        the attempts count the claim returned, an integer > 0
+-- ARGV[3]  backoff_ms                   run-at = server TIME + backoff_ms; 0 = pending now
+-- ARGV[4]  max_attempts                 this call's maximum, an integer >= 0; 0 defers to the
+--          queue's meta field max_attempts
+-- ARGV[5]  default_max_attempts         the maximum when both above are 0 or absent; 0 = none
+-- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- REPLY    {where, at_ms}: where is "scheduled" (at_ms = run-at), "pending" (at_ms = server
+--          TIME) or "dead" (at_ms = server TIME)
+-- ERRORS   EMQSTALE no row | EMQSTALE not active | EMQSTALE token mismatch (nothing written);
+--          EMQKEYS when the KEYS are not one queue's active, schedule, pending, dead, meta,
+--          wake; EMQARGS when an ARGV is not as declared; EMQTYPE when a key holds another type
+local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)active$')
+if not base or #base > 71 or KEYS[2] ~= base .. 'schedule' or KEYS[3] ~= base .. 'pending' or KEYS[4] ~= base .. 'dead'
+  or KEYS[5] ~= base .. 'meta' or KEYS[6] ~= base .. 'wake' then
+  return redis.error_reply('EMQKEYS expected emq:{<q>}:active, schedule, pending, dead, meta, wake of one queue')
+end
+local function uint(s)
+  if #s <= 15 and string.match(s, '^%d+$') then return tonumber(s) end
+end
+local id, token = ARGV[1], ARGV[2]
+if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
+  return redis.error_reply('EMQARGS ARGV[1] is not a JOB id')
+end
+if #token > 15 or not string.match(token, '^[1-9]%d*$') then
+  return redis.error_reply('EMQARGS ARGV[2] token must be an integer > 0')
+end
+local backoff, max, dmax = uint(ARGV[3]), uint(ARGV[4]), uint(ARGV[5])
+if not backoff then return redis.error_reply('EMQARGS backoff_ms must be an integer >= 0') end
+if not max then return redis.error_reply('EMQARGS max_attempts must be an integer >= 0') end
+if not dmax then return redis.error_reply('EMQARGS default_max_attempts must be an integer >= 0') end
+local function typeerr(key, got, want)
+  if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
+end
+local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
+  or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
+  or typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset')
+  or typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'zset')
+  or typeerr(KEYS[5], redis.call('TYPE', KEYS[5])['ok'], 'hash')
+  or typeerr(KEYS[6], redis.call('TYPE', KEYS[6])['ok'], 'list')
+if e then return redis.error_reply(e) end
+local jk = base .. 'job:' .. id
+local kind = redis.call('TYPE', jk)['ok']
+if kind == 'none' then return redis.error_reply('EMQSTALE no row') end
+if kind ~= 'hash' then return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. kind .. ', not a hash') end
+local row = redis.call('HMGET', jk, 'state', 'attempts')
+if row[1] ~= 'active' then return redis.error_reply('EMQSTALE not active') end
+if row[2] ~= token then return redis.error_reply('EMQSTALE token mismatch') end
+local meta = redis.call('HMGET', KEYS[5], 'max_attempts', 'paused')
+if max == 0 then max = tonumber(meta[1]) or dmax end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('ZREM', KEYS[1], id)
+if max > 0 and tonumber(token) >= max then
+  redis.call('HSET', jk, 'state', 'dead')
+  redis.call('ZADD', KEYS[4], 0, id)
+  return {'dead', now}
+end
+if backoff == 0 then
+  redis.call('HSET', jk, 'state', 'pending')
+  redis.call('ZADD', KEYS[3], 0, id)
+  if meta[2] ~= '1' then
+    redis.call('LPUSH', KEYS[6], '1')
+    redis.call('LTRIM', KEYS[6], 0, 15)
+  end
+  return {'pending', now}
+end
+redis.call('HSET', jk, 'state', 'scheduled')
+redis.call('ZADD', KEYS[2], now + backoff, id)
+return {'scheduled', now + backoff}

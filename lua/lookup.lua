@@ -1,0 +1,50 @@
+-- lookup: read one job in one atomic snapshot: its row and the set that holds it. Writes
+-- nothing.
+--
+-- KEYS[1]  emq:{<q>}:pending            score-0 set
+-- KEYS[2]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
+-- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms)
+-- KEYS[4]  emq:{<q>}:dead               score-0 set
+-- ARGV[1]  id                           the job's JOB id
+-- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- REPLY    {state, attempts, payload, set, score}: the row's three fields; the set holding the
+--          id ("pending", "active", "schedule", "dead", or "" when none does) and its score
+--          there (lease deadline or run-at in ms; 0 in pending, dead or none)
+-- ERRORS   EMQNOJOB <id> when the job has no row; EMQKEYS when the KEYS are not one queue's
+--          pending, active, schedule, dead; EMQARGS when id is not a JOB id; EMQTYPE when a key
+--          holds another type
+local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)pending$')
+if not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'dead' then
+  return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, dead of one queue')
+end
+local id = ARGV[1]
+if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
+  return redis.error_reply('EMQARGS ARGV[1] is not a JOB id')
+end
+local function typeerr(key, got, want)
+  if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
+end
+local jk = base .. 'job:' .. id
+local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
+  or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
+  or typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset')
+  or typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'zset')
+  or typeerr(jk, redis.call('TYPE', jk)['ok'], 'hash')
+if e then return redis.error_reply(e) end
+local row = redis.call('HMGET', jk, 'state', 'attempts', 'payload')
+if not row[1] and not row[2] and not row[3] then return redis.error_reply('EMQNOJOB ' .. id) end
+local set, score = '', 0
+local scores = {
+  redis.call('ZSCORE', KEYS[1], id),
+  redis.call('ZSCORE', KEYS[2], id),
+  redis.call('ZSCORE', KEYS[3], id),
+  redis.call('ZSCORE', KEYS[4], id),
+}
+local names = {'pending', 'active', 'schedule', 'dead'}
+for i = 1, 4 do
+  if scores[i] then
+    set, score = names[i], tonumber(scores[i])
+    break
+  end
+end
+return {row[1], row[2], row[3], set, score}

@@ -1,0 +1,51 @@
+-- purge: delete dead jobs for good: their rows are deleted and their ids leave dead. With ids,
+-- exactly those jobs, all or nothing; without, the oldest dead jobs (lex order is mint
+-- order), at most limit of them.
+--
+-- KEYS[1]  emq:{<q>}:dead               score-0 set
+-- ARGV[1]  limit                        without ids: how many jobs to delete at most, an
+--          integer > 0; with ids: ignored (give 0)
+-- ARGV[2]  id*                          optional; a starred ARGV repeats: one JOB id per job,
+--          each a dead job of the queue
+-- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- REPLY    {id, ...}: the JOB ids deleted; {} when dead was empty
+-- ERRORS   EMQNOJOB <id> when a named job has no row; EMQSTATE <state> <id> when a named job is
+--          not dead (nothing written); EMQKEYS when KEYS[1] is not a queue's dead set; EMQARGS
+--          when an ARGV is not as declared; EMQTYPE when a key holds another type
+local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)dead$')
+if not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:dead') end
+local limit = ARGV[1]
+if #limit > 15 or not string.match(limit, '^%d+$') then
+  return redis.error_reply('EMQARGS limit must be an integer >= 0')
+end
+limit = tonumber(limit)
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'zset' then return redis.error_reply('EMQTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a zset') end
+local ids = {}
+if #ARGV > 1 then
+  local seen = {}
+  for i = 2, #ARGV do
+    local id = ARGV[i]
+    if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
+      return redis.error_reply('EMQARGS ARGV[' .. i .. '] is not a JOB id')
+    end
+    if seen[id] then return redis.error_reply('EMQARGS ARGV[' .. i .. '] repeats id ' .. id) end
+    seen[id] = true
+    local jk = base .. 'job:' .. id
+    kind = redis.call('TYPE', jk)['ok']
+    if kind == 'none' then return redis.error_reply('EMQNOJOB ' .. id) end
+    if kind ~= 'hash' then return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. kind .. ', not a hash') end
+    local state = redis.call('HGET', jk, 'state')
+    if state ~= 'dead' then return redis.error_reply('EMQSTATE ' .. tostring(state) .. ' ' .. id) end
+    ids[#ids + 1] = id
+  end
+else
+  if limit < 1 then return redis.error_reply('EMQARGS limit must be an integer > 0 when no id is given') end
+  ids = redis.call('ZRANGE', KEYS[1], 0, limit - 1)
+end
+for _, id in ipairs(ids) do
+  local jk = base .. 'job:' .. id
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('DEL', jk)
+end
+return ids

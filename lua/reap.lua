@@ -1,0 +1,72 @@
+-- reap: recover jobs whose lease ran out (deadline <= server TIME), oldest deadline first, at
+-- most limit of them: back to pending, or to dead when their attempts reached the maximum.
+--
+-- Atomic, so any number of processes may run it at once: each expired job moves exactly once.
+-- attempts is kept; the next claim mints attempts + 1, which fences out the holder whose lease
+-- ran out. The maximum is max_attempts when it is > 0, else the queue's meta field
+-- max_attempts, else default_max_attempts; 0 there means no maximum. An id whose row is missing
+-- or is not a hash is dropped from active and not reported. When a job went to pending and the
+-- queue is not paused, one wake marker is pushed.
+--
+-- KEYS[1]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
+-- KEYS[2]  emq:{<q>}:pending            score-0 set
+-- KEYS[3]  emq:{<q>}:dead               score-0 set
+-- KEYS[4]  emq:{<q>}:meta               hash; read: max_attempts, paused
+-- KEYS[5]  emq:{<q>}:wake               list of wake-up markers, at most 16
+-- ARGV[1]  limit                        how many jobs to move at most, an integer > 0
+-- ARGV[2]  max_attempts                 this call's maximum, an integer >= 0; 0 defers to the
+--          queue's meta field max_attempts
+-- ARGV[3]  default_max_attempts         the maximum when both above are 0 or absent; 0 = none
+-- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- REPLY    {requeued, dead}: two lists of JOB ids, oldest deadline first: the jobs moved to
+--          pending and the jobs moved to dead; {{}, {}} when no lease had run out
+-- ERRORS   EMQKEYS when the KEYS are not one queue's active, pending, dead, meta, wake;
+--          EMQARGS when an ARGV is not as declared; EMQTYPE when a key holds another type
+local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)active$')
+if not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'dead' or KEYS[4] ~= base .. 'meta'
+  or KEYS[5] ~= base .. 'wake' then
+  return redis.error_reply('EMQKEYS expected emq:{<q>}:active, pending, dead, meta, wake of one queue')
+end
+local function uint(s)
+  if #s <= 15 and string.match(s, '^%d+$') then return tonumber(s) end
+end
+local limit, max, dmax = uint(ARGV[1]), uint(ARGV[2]), uint(ARGV[3])
+if not limit or limit < 1 then return redis.error_reply('EMQARGS limit must be an integer > 0') end
+if not max then return redis.error_reply('EMQARGS max_attempts must be an integer >= 0') end
+if not dmax then return redis.error_reply('EMQARGS default_max_attempts must be an integer >= 0') end
+local function typeerr(key, got, want)
+  if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
+end
+local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
+  or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
+  or typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset')
+  or typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'hash')
+  or typeerr(KEYS[5], redis.call('TYPE', KEYS[5])['ok'], 'list')
+if e then return redis.error_reply(e) end
+local meta = redis.call('HMGET', KEYS[4], 'max_attempts', 'paused')
+if max == 0 then max = tonumber(meta[1]) or dmax end
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+local requeued, dead = {}, {}
+for _, id in ipairs(expired) do
+  redis.call('ZREM', KEYS[1], id)
+  local jk = base .. 'job:' .. id
+  if redis.call('TYPE', jk)['ok'] == 'hash' then
+    local att = tonumber(redis.call('HGET', jk, 'attempts')) or 0
+    if max > 0 and att >= max then
+      redis.call('HSET', jk, 'state', 'dead')
+      redis.call('ZADD', KEYS[3], 0, id)
+      dead[#dead + 1] = id
+    else
+      redis.call('HSET', jk, 'state', 'pending')
+      redis.call('ZADD', KEYS[2], 0, id)
+      requeued[#requeued + 1] = id
+    end
+  end
+end
+if #requeued > 0 and meta[2] ~= '1' then
+  redis.call('LPUSH', KEYS[5], '1')
+  redis.call('LTRIM', KEYS[5], 0, 15)
+end
+return {requeued, dead}

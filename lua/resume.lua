@@ -1,0 +1,27 @@
+-- resume: let a paused queue hand out work again. When jobs are pending, one wake marker is
+-- pushed so that idle workers look at once.
+--
+-- KEYS[1]  emq:{<q>}:meta               hash; field paused is deleted
+-- KEYS[2]  emq:{<q>}:pending            score-0 set; read: is anything pending
+-- KEYS[3]  emq:{<q>}:wake               list of wake-up markers, at most 16
+-- REPLY    1 when the queue was paused, 0 when it was already running
+-- ERRORS   EMQKEYS when the KEYS are not one queue's meta, pending, wake; EMQTYPE when a key
+--          holds another type
+local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)meta$')
+if not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'wake' then
+  return redis.error_reply('EMQKEYS expected emq:{<q>}:meta, pending, wake of one queue')
+end
+local function typeerr(key, got, want)
+  if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
+end
+local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'hash')
+  or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
+  or typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'list')
+if e then return redis.error_reply(e) end
+if redis.call('HGET', KEYS[1], 'paused') ~= '1' then return 0 end
+redis.call('HDEL', KEYS[1], 'paused')
+if redis.call('ZCARD', KEYS[2]) > 0 then
+  redis.call('LPUSH', KEYS[3], '1')
+  redis.call('LTRIM', KEYS[3], 0, 15)
+end
+return 1
