@@ -1,0 +1,282 @@
+package bus_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/keys"
+)
+
+// TestRetries: a job failed with a 100 ms backoff is not claimable before its run-at and is
+// after it; with max attempts 3 it is claimed exactly 3 times and lands in dead; retry from dead
+// brings it back with attempts kept; purge leaves no row.
+func TestRetries(t *testing.T) {
+	t.Parallel()
+	onTargets(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		c := tg.client
+		b := newBus(t, c, bus.Config{})
+		name := uniqueName(t)
+		require.NoError(t, b.SetMaxAttempts(ctx, name, 3))
+
+		enq, err := b.Enqueue(ctx, name, []byte("retry"), nil)
+		require.NoError(t, err)
+		jobs, err := b.Claim(ctx, name, nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		claims := 1
+
+		// Attempt 1 fails with a 100 ms backoff: claims before the run-at get nothing, the
+		// first claim after it gets the job. Each claim is bracketed by the server's clock.
+		out, err := b.Fail(ctx, jobs[0], &bus.FailOpts{Backoff: 100 * time.Millisecond})
+		require.NoError(t, err)
+		require.Equal(t, bus.StateScheduled, out.State)
+		runAt := out.At.UnixMilli()
+		sawBefore := false // a claim ran wholly before the run-at
+		for {
+			before := serverMillis(t, c)
+			jobs, err = b.Claim(ctx, name, nil)
+			after := serverMillis(t, c)
+			require.NoError(t, err)
+			if after < runAt {
+				require.Empty(t, jobs, "claimed before its run-at")
+				sawBefore = true
+			}
+			if len(jobs) == 1 {
+				require.GreaterOrEqual(t, after, runAt, "claimed before its run-at")
+				break
+			}
+			require.Less(t, before, runAt, "a claim that began after the run-at must get the job")
+			time.Sleep(10 * time.Millisecond)
+		}
+		require.True(t, sawBefore, "no claim ran before the run-at: the backoff was not exercised")
+		claims++
+		require.Equal(t, int64(2), jobs[0].Token)
+
+		// Fail until dead: the queue's maximum is 3 claims.
+		var last bus.Outcome
+		for {
+			last, err = b.Fail(ctx, jobs[0], &bus.FailOpts{Backoff: time.Millisecond})
+			require.NoError(t, err)
+			if last.State == bus.StateDead {
+				break
+			}
+			eventually(t, 10*time.Second, "the retry to become claimable", func() bool {
+				jobs, err = b.Claim(ctx, name, nil)
+				require.NoError(t, err)
+				return len(jobs) == 1
+			})
+			claims++
+		}
+		require.Equal(t, 3, claims, "claimed exactly max attempts times")
+		counts, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, bus.Counts{Dead: 1, MaxAttempts: 3}, counts)
+		jobs, err = b.Claim(ctx, name, nil)
+		require.NoError(t, err)
+		require.Empty(t, jobs, "a dead job is not claimable")
+
+		n, err := b.RetryDead(ctx, name, enq.ID)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		info, err := b.Lookup(ctx, name, enq.ID)
+		require.NoError(t, err)
+		require.Equal(t, bus.JobInfo{ID: enq.ID, State: bus.StatePending, Attempts: 3, Payload: []byte("retry"), Set: keys.Pending}, info, "back in pending, attempts kept")
+
+		// Kept attempts mean the next failure is final again.
+		jobs, err = b.Claim(ctx, name, nil)
+		require.NoError(t, err)
+		require.Equal(t, int64(4), jobs[0].Token)
+		last, err = b.Fail(ctx, jobs[0], nil)
+		require.NoError(t, err)
+		require.Equal(t, bus.StateDead, last.State)
+
+		purged, err := b.PurgeDead(ctx, name, nil)
+		require.NoError(t, err)
+		require.Equal(t, []keys.JobID{enq.ID}, purged)
+		require.Empty(t, scanAll(t, c, enq.ID.String()), "purge leaves no row")
+		counts, err = b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, bus.Counts{MaxAttempts: 3}, counts)
+		_, err = b.Lookup(ctx, name, enq.ID)
+		require.ErrorIs(t, err, bus.ErrNotFound)
+	})
+}
+
+// TestConcurrentHousekeeping: 8 goroutines running reap and promote over 10,000 expired or due
+// jobs move each job exactly once.
+func TestConcurrentHousekeeping(t *testing.T) {
+	t.Parallel()
+	onTargets(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		c := tg.client
+		b := newBus(t, c, bus.Config{})
+		name := uniqueName(t)
+		q := keys.MustQueue(name)
+		const half, batch = 5000, 500
+
+		// 5,000 claimed with a 1 ms lease, then 5,000 scheduled 1 ms out: 20 round trips.
+		leased := map[keys.JobID]bool{}
+		for range half / batch {
+			_, err := b.EnqueueBatch(ctx, name, payloads(batch, "l"), nil)
+			require.NoError(t, err)
+			jobs, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: batch, Lease: time.Millisecond, PromoteLimit: -1})
+			require.NoError(t, err)
+			require.Len(t, jobs, batch)
+			for _, j := range jobs {
+				leased[j.ID] = true
+			}
+		}
+		scheduled := map[keys.JobID]bool{}
+		for range half / batch {
+			out, err := b.EnqueueBatch(ctx, name, payloads(batch, "s"), &bus.EnqueueOpts{Delay: time.Millisecond})
+			require.NoError(t, err)
+			for _, e := range out {
+				scheduled[e.ID] = true
+			}
+		}
+		require.Len(t, leased, half)
+		require.Len(t, scheduled, half)
+		start := serverMillis(t, c)
+		eventually(t, 10*time.Second, "every lease and run-at to pass", func() bool { return serverMillis(t, c) > start+2 })
+
+		const workers = 8
+		var mu sync.Mutex
+		moved := map[keys.JobID]int{}
+		var requeued, promoted int
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for {
+					r, err := b.Reap(ctx, name, &bus.ReapOpts{Limit: 50})
+					if !assert.NoError(t, err) {
+						return
+					}
+					p, err := b.Promote(ctx, name, &bus.PromoteOpts{Limit: 50})
+					if !assert.NoError(t, err) {
+						return
+					}
+					mu.Lock()
+					for _, id := range append(r.Requeued, p...) {
+						moved[id]++
+					}
+					requeued += len(r.Requeued)
+					promoted += len(p)
+					mu.Unlock()
+					assert.Empty(t, r.Dead)
+					if len(r.Requeued) == 0 && len(p) == 0 {
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.False(t, t.Failed())
+
+		require.Equal(t, half, requeued, "reaped exactly the 5,000 expired leases")
+		require.Equal(t, half, promoted, "promoted exactly the 5,000 due jobs")
+		require.Len(t, moved, 2*half)
+		for id, n := range moved {
+			require.Equal(t, 1, n, "job %s moved %d times", id, n)
+			require.True(t, leased[id] || scheduled[id], "job %s was neither leased nor scheduled", id)
+		}
+		counts, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, bus.Counts{Pending: 2 * half}, counts)
+
+		// Every row says pending, with attempts 1 for the reaped and 0 for the promoted.
+		cmds := make(valkey.Commands, 0, len(moved))
+		ids := make([]keys.JobID, 0, len(moved))
+		for id := range moved {
+			k, err := q.Job(id)
+			require.NoError(t, err)
+			cmds = append(cmds, c.B().Hmget().Key(k).Field("state", "attempts").Build())
+			ids = append(ids, id)
+		}
+		for i, r := range c.DoMulti(ctx, cmds...) {
+			f, err := r.AsStrSlice()
+			require.NoError(t, err)
+			want := "0"
+			if leased[ids[i]] {
+				want = "1"
+			}
+			require.Equal(t, []string{"pending", want}, f, ids[i].String())
+		}
+	})
+}
+
+// TestIdempotency: 100 concurrent enqueues with one key produce one job, and every caller gets
+// its id; keys repeated inside a batch resolve to one job; a key answers again only after its
+// TTL.
+func TestIdempotency(t *testing.T) {
+	t.Parallel()
+	onTargets(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		c := tg.client
+		b := newBus(t, c, bus.Config{})
+		name := uniqueName(t)
+		q := keys.MustQueue(name)
+
+		const callers = 100
+		results := make([]bus.Enqueued, callers)
+		var wg sync.WaitGroup
+		for i := range callers {
+			wg.Go(func() {
+				var err error
+				results[i], err = b.Enqueue(ctx, name, []byte("once"), &bus.EnqueueOpts{UniqueKey: "order-42"})
+				assert.NoError(t, err)
+			})
+		}
+		wg.Wait()
+		require.False(t, t.Failed())
+		created := 0
+		for _, r := range results {
+			require.Equal(t, results[0].ID, r.ID, "every caller gets the one job's id")
+			if !r.Duplicate {
+				created++
+			}
+		}
+		require.Equal(t, 1, created, "exactly one enqueue added the job")
+		counts, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), counts.Pending)
+
+		// In one batch: a key seen twice, a key already guarded, and a job without a key.
+		out, err := b.EnqueueBatch(ctx, name, []bus.NewJob{
+			{Payload: []byte("a"), UniqueKey: "k-a"},
+			{Payload: []byte("a again"), UniqueKey: "k-a"},
+			{Payload: []byte("old"), UniqueKey: "order-42"},
+			{Payload: []byte("free")},
+		}, nil)
+		require.NoError(t, err)
+		require.False(t, out[0].Duplicate)
+		require.Equal(t, bus.Enqueued{ID: out[0].ID, Duplicate: true}, out[1])
+		require.Equal(t, bus.Enqueued{ID: results[0].ID, Duplicate: true}, out[2])
+		require.False(t, out[3].Duplicate)
+		counts, err = b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), counts.Pending)
+
+		// A short-lived key stops answering after its TTL (the server expires the guard).
+		first, err := b.Enqueue(ctx, name, []byte("ttl"), &bus.EnqueueOpts{UniqueKey: "short", UniqueTTL: 50 * time.Millisecond})
+		require.NoError(t, err)
+		guard, err := q.Unique("short")
+		require.NoError(t, err)
+		eventually(t, 10*time.Second, "the guard to expire", func() bool {
+			n, err := c.Do(ctx, c.B().Exists().Key(guard).Build()).AsInt64()
+			require.NoError(t, err)
+			return n == 0
+		})
+		second, err := b.Enqueue(ctx, name, []byte("ttl"), &bus.EnqueueOpts{UniqueKey: "short"})
+		require.NoError(t, err)
+		require.False(t, second.Duplicate)
+		require.NotEqual(t, first.ID, second.ID)
+	})
+}
