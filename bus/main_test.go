@@ -43,6 +43,12 @@ func onTargets(t *testing.T, fn func(t *testing.T, tg target)) {
 	}
 }
 
+// newPlainClient is a standalone client that the caller closes (valkeytest's clients close
+// on cleanup, too late for a leak check).
+func newPlainClient(addr string) (valkey.Client, error) {
+	return valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+}
+
 // newBus is a Bus over c with cfg.
 func newBus(t *testing.T, c valkey.Client, cfg bus.Config) *bus.Bus {
 	t.Helper()
