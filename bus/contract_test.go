@@ -1,0 +1,432 @@
+package bus_test
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
+)
+
+// rawScript is one script as a client of another language sees it: the file's bytes, their
+// SHA1, and the header. Calls are built from the header alone.
+type rawScript struct {
+	name   string
+	sha    string
+	header lua.Header
+}
+
+// loadRaw reads lua/<name>.lua, checks that the server's SCRIPT LOAD names it by the SHA1 of
+// the file's bytes (on every node) and that the bundle compiled into the library is the same
+// file.
+func loadRaw(t *testing.T, c valkey.Client, name string) rawScript {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "lua", name+".lua"))
+	require.NoError(t, err)
+	h, err := lua.ParseHeader(string(src))
+	require.NoError(t, err)
+	sum := sha1.Sum(src)
+	sha := hex.EncodeToString(sum[:])
+	require.Equal(t, lua.Get(name).SHA1, sha, "the compiled bundle is the file")
+	for _, n := range c.Nodes() {
+		got, err := n.Do(context.Background(), n.B().ScriptLoad().Script(string(src)).Build()).ToString()
+		require.NoError(t, err)
+		require.Equal(t, sha, got)
+	}
+	return rawScript{name: name, sha: sha, header: h}
+}
+
+// call runs the script by EVALSHA on queue. KEYS are the header's grammar forms with <q>
+// filled in; ARGV are the header's names looked up in vals, and the starred names once per
+// item of items, in header order. Every value given must be named by the header.
+func (r rawScript) call(t *testing.T, c valkey.Client, queue string, vals map[string]string, items ...map[string]string) (valkey.ValkeyMessage, error) {
+	t.Helper()
+	var ks []string
+	for _, p := range r.header.Keys {
+		ks = append(ks, strings.ReplaceAll(p.Name, "<q>", queue))
+	}
+	var args, starred []string
+	used := map[string]bool{}
+	for _, p := range r.header.Args {
+		if name, ok := strings.CutSuffix(p.Name, "*"); ok {
+			starred = append(starred, name)
+			continue
+		}
+		v, ok := vals[p.Name]
+		require.True(t, ok, "%s: the header names ARGV %s; the test gave no value", r.name, p.Name)
+		args = append(args, v)
+		used[p.Name] = true
+	}
+	for _, item := range items {
+		for _, name := range starred {
+			v, ok := item[name]
+			require.True(t, ok, "%s: the header names ARGV %s*; the item has no value", r.name, name)
+			args = append(args, v)
+		}
+		require.Len(t, item, len(starred), "%s: an item has values the header does not name", r.name)
+	}
+	for name := range vals {
+		require.True(t, used[name], "%s: ARGV %s is not in the header", r.name, name)
+	}
+	return c.Do(context.Background(), c.B().Evalsha().Sha1(r.sha).Numkeys(int64(len(ks))).Key(ks...).Arg(args...).Build()).ToMessage()
+}
+
+// labels names JOB ids by order of first appearance, so two queues with different ids compare.
+type labels map[string]string
+
+func (l labels) of(id string) string {
+	if s, ok := l[id]; ok {
+		return s
+	}
+	l[id] = "#" + strconv.Itoa(len(l))
+	return l[id]
+}
+
+// goErr and rawErr reduce an error to the protocol's code and reason, from each side.
+func goErr(err error) string {
+	var se *bus.StaleError
+	var st *bus.StateError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &se):
+		return "EMQSTALE " + string(se.Reason)
+	case errors.As(err, &st):
+		return "EMQSTATE " + string(st.State)
+	case errors.Is(err, bus.ErrPaused):
+		return "EMQPAUSED"
+	case errors.Is(err, bus.ErrNotFound):
+		return "EMQNOJOB"
+	}
+	return "unexpected: " + err.Error()
+}
+
+func rawErr(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	f := strings.Fields(err.Error())
+	switch f[0] {
+	case "EMQSTALE":
+		return strings.Join(f[:3], " ")
+	case "EMQSTATE":
+		return f[0] + " " + f[1]
+	}
+	return f[0]
+}
+
+// TestProtocolContract drives every queue script with raw EVALSHA calls built only from the
+// script files' headers, on one queue, and the Go API on another, step by step through every
+// verb; each step must give the same result, and the two keyspaces must end up the same.
+func TestProtocolContract(t *testing.T) {
+	t.Parallel()
+	onTargets(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		c := tg.client
+		b := newBus(t, c, bus.Config{})
+		qa, qb := uniqueName(t)+".go", uniqueName(t)+".raw"
+		la, lb := labels{}, labels{}
+		raw := map[string]rawScript{}
+		for _, name := range []string{"enqueue", "claim", "complete", "fail", "extend", "snooze", "promote", "reap",
+			"pause", "resume", "configure", "cancel", "retry", "purge", "counts", "lookup"} {
+			raw[name] = loadRaw(t, c, name)
+		}
+		// The Go side's defaults, spelled as the raw side must pass them.
+		defaults := map[string]string{
+			"uniq_ttl_ms": strconv.FormatInt(bus.DefaultUniqueTTL.Milliseconds(), 10),
+			"max_payload": strconv.Itoa(bus.DefaultMaxPayload),
+		}
+		step := func(what string, goRes, rawRes any) {
+			t.Helper()
+			require.Equal(t, goRes, rawRes, "step %q: the Go API and the raw protocol differ", what)
+		}
+		// Raw reply readers.
+		strs := func(m valkey.ValkeyMessage) []string {
+			s, err := m.AsStrSlice()
+			require.NoError(t, err)
+			return s
+		}
+		claimedRaw := func(m valkey.ValkeyMessage, err error) []string {
+			if err != nil {
+				return []string{rawErr(err)}
+			}
+			a, err := m.ToArray()
+			require.NoError(t, err)
+			var out []string
+			for i := 0; i < len(a); i += 3 {
+				id, _ := a[i].ToString()
+				p, _ := a[i+1].ToString()
+				tok, _ := a[i+2].AsInt64()
+				out = append(out, lb.of(id)+" "+p+" "+strconv.FormatInt(tok, 10))
+			}
+			return out
+		}
+		claimedGo := func(jobs []bus.Job, err error) []string {
+			if err != nil {
+				return []string{goErr(err)}
+			}
+			var out []string
+			for _, j := range jobs {
+				out = append(out, la.of(j.ID.String())+" "+string(j.Payload)+" "+strconv.FormatInt(j.Token, 10))
+			}
+			return out
+		}
+		rawClaim := func(count, lease string) []string {
+			return claimedRaw(raw["claim"].call(t, c, qb, map[string]string{"lease_ms": lease, "count": count, "promote_limit": "100"}))
+		}
+		rawEnqueue := func(delay string, jobs ...[2]string) []string {
+			var items []map[string]string
+			for _, j := range jobs {
+				items = append(items, map[string]string{"id": keys.NewJobID().String(), "payload": j[0], "uniq_key": j[1]})
+			}
+			m, err := raw["enqueue"].call(t, c, qb, map[string]string{"at_ms": "0", "delay_ms": delay,
+				"uniq_ttl_ms": defaults["uniq_ttl_ms"], "max_payload": defaults["max_payload"]}, items...)
+			require.NoError(t, err)
+			a, err := m.ToArray()
+			require.NoError(t, err)
+			var out []string
+			for _, e := range a {
+				pair, _ := e.ToArray()
+				id, _ := pair[0].ToString()
+				created, _ := pair[1].AsInt64()
+				out = append(out, lb.of(id)+" "+strconv.FormatInt(created, 10))
+			}
+			return out
+		}
+		goEnqueued := func(out []bus.Enqueued, err error) []string {
+			require.NoError(t, err)
+			var r []string
+			for _, e := range out {
+				created := "1"
+				if e.Duplicate {
+					created = "0"
+				}
+				r = append(r, la.of(e.ID.String())+" "+created)
+			}
+			return r
+		}
+		// held is the Go side's handle and the raw side's (id, token) for the job labelled l.
+		idOf := func(l labels, label string) string {
+			for id, s := range l {
+				if s == label {
+					return id
+				}
+			}
+			t.Fatalf("no id labelled %s", label)
+			return ""
+		}
+		job := func(label string, token int64) bus.Job {
+			id, err := keys.ParseJobID(idOf(la, label))
+			require.NoError(t, err)
+			return bus.Job{Queue: qa, ID: id, Token: token}
+		}
+		rawFenced := func(script, label, token string, extra map[string]string) (valkey.ValkeyMessage, error) {
+			vals := map[string]string{"id": idOf(lb, label), "token": token}
+			for k, v := range extra {
+				vals[k] = v
+			}
+			return raw[script].call(t, c, qb, vals)
+		}
+		where := func(m valkey.ValkeyMessage, err error) string {
+			if err != nil {
+				return rawErr(err)
+			}
+			a, err := m.ToArray()
+			require.NoError(t, err)
+			s, _ := a[0].ToString()
+			return s
+		}
+		goWhere := func(o bus.Outcome, err error) string {
+			if err != nil {
+				return goErr(err)
+			}
+			return string(o.State)
+		}
+		counts := func() {
+			t.Helper()
+			n, err := b.Counts(ctx, qa)
+			require.NoError(t, err)
+			paused := 0
+			if n.Paused {
+				paused = 1
+			}
+			m, err := raw["counts"].call(t, c, qb, nil)
+			require.NoError(t, err)
+			a, err := m.AsIntSlice()
+			require.NoError(t, err)
+			step("counts", []int64{n.Pending, n.Active, n.Scheduled, n.Dead, int64(paused), int64(n.MaxAttempts)}, a)
+		}
+		lookup := func(label string) {
+			t.Helper()
+			id, _ := keys.ParseJobID(idOf(la, label))
+			info, err := b.Lookup(ctx, qa, id)
+			require.NoError(t, err)
+			m, err := raw["lookup"].call(t, c, qb, map[string]string{"id": idOf(lb, label)})
+			require.NoError(t, err)
+			a, err := m.ToArray()
+			require.NoError(t, err)
+			var got []string
+			for _, e := range a[:4] {
+				s, _ := e.ToString()
+				got = append(got, s)
+			}
+			step("lookup "+label, []string{string(info.State), strconv.FormatInt(info.Attempts, 10), string(info.Payload), setName(info.Set)}, got)
+		}
+
+		// Enqueue: a batch with an idempotency key used twice, then a job an hour out.
+		step("enqueue batch",
+			goEnqueued(b.EnqueueBatch(ctx, qa, []bus.NewJob{{Payload: []byte("p0")}, {Payload: []byte("p1"), UniqueKey: "k"}, {Payload: []byte("p2"), UniqueKey: "k"}}, nil)),
+			rawEnqueue("0", [2]string{"p0", ""}, [2]string{"p1", "k"}, [2]string{"p2", "k"}))
+		step("enqueue scheduled",
+			goEnqueued(one(b.Enqueue(ctx, qa, []byte("p3"), &bus.EnqueueOpts{Delay: time.Hour}))),
+			rawEnqueue(strconv.FormatInt(time.Hour.Milliseconds(), 10), [2]string{"p3", ""}))
+		counts()
+
+		// Claim, heartbeat, fenced completes.
+		step("claim 5", claimedGo(b.Claim(ctx, qa, &bus.ClaimOpts{Count: 5, Lease: time.Minute})), rawClaim("5", "60000"))
+		_, lost, err := b.ExtendMany(ctx, []bus.Job{job("#0", 1), job("#1", 1), job("#2", 1)}, &bus.ExtendOpts{Lease: time.Minute})
+		require.NoError(t, err)
+		var goLost []string
+		for _, l := range lost {
+			goLost = append(goLost, la.of(l.ID.String()), "EMQSTALE "+string(l.Reason))
+		}
+		m, err := raw["extend"].call(t, c, qb, map[string]string{"lease_ms": "60000"},
+			map[string]string{"id": idOf(lb, "#0"), "token": "1"}, map[string]string{"id": idOf(lb, "#1"), "token": "1"}, map[string]string{"id": idOf(lb, "#2"), "token": "1"})
+		require.NoError(t, err)
+		a, err := m.ToArray()
+		require.NoError(t, err)
+		var rawLost []string
+		for i, s := range strs(a[1]) {
+			if i%2 == 0 {
+				s = lb.of(s)
+			}
+			rawLost = append(rawLost, s)
+		}
+		step("extend", goLost, rawLost)
+		step("complete with a wrong token", goErr(b.Complete(ctx, job("#0", 2), nil)), rawErr(second(rawFenced("complete", "#0", "2", nil))))
+		step("complete", goErr(b.Complete(ctx, job("#0", 1), nil)), rawErr(second(rawFenced("complete", "#0", "1", nil))))
+
+		// Fail back to pending, claim again (token 2), snooze back to pending.
+		step("fail", goWhere(b.Fail(ctx, job("#1", 1), nil)),
+			where(rawFenced("fail", "#1", "1", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})))
+		step("claim again", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
+		step("snooze", goWhere(b.Snooze(ctx, job("#1", 2), 0, nil)), where(rawFenced("snooze", "#1", "2", map[string]string{"delay_ms": "0"})))
+
+		// Pause refuses claims; resume.
+		step("pause", goErr(b.Pause(ctx, qa)), rawErr(second(raw["pause"].call(t, c, qb, nil))))
+		step("claim paused", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
+		counts()
+		step("resume", goErr(b.Resume(ctx, qa)), rawErr(second(raw["resume"].call(t, c, qb, nil))))
+
+		// A 1 ms lease runs out and reap brings the job back.
+		step("claim short", claimedGo(b.Claim(ctx, qa, &bus.ClaimOpts{Lease: time.Millisecond})), rawClaim("1", "1"))
+		var goReaped bus.Reaped
+		eventually(t, 10*time.Second, "reap on the Go side", func() bool {
+			goReaped, err = b.Reap(ctx, qa, nil)
+			require.NoError(t, err)
+			return len(goReaped.Requeued) > 0
+		})
+		var rawReaped []valkey.ValkeyMessage
+		eventually(t, 10*time.Second, "reap on the raw side", func() bool {
+			m, err := raw["reap"].call(t, c, qb, map[string]string{"limit": "100", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})
+			require.NoError(t, err)
+			rawReaped, err = m.ToArray()
+			require.NoError(t, err)
+			return len(strs(rawReaped[0])) > 0
+		})
+		step("reap", []string{la.of(goReaped.Requeued[0].String()), strconv.Itoa(len(goReaped.Dead))},
+			[]string{lb.of(strs(rawReaped[0])[0]), strconv.Itoa(len(strs(rawReaped[1])))})
+
+		// Cancel the scheduled job; a queue maximum of 1 sends the next failure to dead.
+		step("cancel", string(first(b.Cancel(ctx, qa, job("#2", 1).ID))), func() string {
+			m, err := raw["cancel"].call(t, c, qb, map[string]string{"id": idOf(lb, "#2")})
+			require.NoError(t, err)
+			s, _ := m.ToString()
+			return s
+		}())
+		step("cancel again", goErr(second(b.Cancel(ctx, qa, job("#2", 1).ID))), rawErr(second(raw["cancel"].call(t, c, qb, map[string]string{"id": idOf(lb, "#2")}))))
+		step("configure", goErr(b.SetMaxAttempts(ctx, qa, 1)), rawErr(second(raw["configure"].call(t, c, qb, map[string]string{"max_attempts": "1"}))))
+		step("claim 4th", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
+		step("fail to dead", goWhere(b.Fail(ctx, job("#1", 4), nil)),
+			where(rawFenced("fail", "#1", "4", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})))
+		lookup("#1")
+		counts()
+
+		// Retry from dead keeps attempts; purge.
+		step("retry", first(b.RetryDead(ctx, qa, job("#1", 1).ID)), func() int {
+			m, err := raw["retry"].call(t, c, qb, nil, map[string]string{"id": idOf(lb, "#1")})
+			require.NoError(t, err)
+			n, _ := m.AsInt64()
+			return int(n)
+		}())
+		lookup("#1")
+		step("claim 5th", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
+		step("fail to dead again", goWhere(b.Fail(ctx, job("#1", 5), nil)),
+			where(rawFenced("fail", "#1", "5", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})))
+		goPurged, err := b.PurgeDead(ctx, qa, &bus.PurgeOpts{Limit: 10})
+		require.NoError(t, err)
+		m, err = raw["purge"].call(t, c, qb, map[string]string{"limit": "10"})
+		require.NoError(t, err)
+		step("purge", []string{la.of(goPurged[0].String())}, []string{lb.of(strs(m)[0])})
+
+		// A job due in 1 ms is promoted.
+		step("enqueue soon", goEnqueued(one(b.Enqueue(ctx, qa, []byte("p4"), &bus.EnqueueOpts{Delay: time.Millisecond}))), rawEnqueue("1", [2]string{"p4", ""}))
+		var goPromoted []keys.JobID
+		eventually(t, 10*time.Second, "promote on the Go side", func() bool {
+			goPromoted, err = b.Promote(ctx, qa, nil)
+			require.NoError(t, err)
+			return len(goPromoted) > 0
+		})
+		var rawPromoted []string
+		eventually(t, 10*time.Second, "promote on the raw side", func() bool {
+			m, err := raw["promote"].call(t, c, qb, map[string]string{"limit": "100"})
+			require.NoError(t, err)
+			rawPromoted = strs(m)
+			return len(rawPromoted) > 0
+		})
+		step("promote", la.of(goPromoted[0].String()), lb.of(rawPromoted[0]))
+		counts()
+
+		// The two keyspaces are the same, up to the queue name and the ids.
+		step("keyspace", normalized(t, tg, qa, la), normalized(t, tg, qb, lb))
+	})
+}
+
+func one(e bus.Enqueued, err error) ([]bus.Enqueued, error) { return []bus.Enqueued{e}, err }
+
+func first[T any](v T, err error) T { return v }
+
+func setName(t keys.Type) string {
+	if t == 0 {
+		return ""
+	}
+	return t.String()
+}
+
+// normalized is snapshot with the queue's name and its job ids replaced by labels.
+func normalized(t *testing.T, tg target, name string, l labels) []string {
+	t.Helper()
+	var out []string
+	for k, v := range snapshot(t, tg, name) {
+		line := k + " " + v
+		for id, label := range l {
+			line = strings.ReplaceAll(line, id, label)
+		}
+		out = append(out, strings.ReplaceAll(line, "{"+name+"}", "{q}"))
+	}
+	sort.Strings(out)
+	return out
+}
