@@ -1,0 +1,111 @@
+// Package bus is EchoMQ: a job queue over Valkey whose protocol is the closed key grammar of
+// package keys plus the atomic Lua scripts of package lua, and the broadcast topics (sharded
+// pub/sub) that also carry EchoCache's invalidations.
+//
+// # The model
+//
+// The jobs in the sets are the work. A queue q is four sorted sets and a hash, all under the
+// hash tag {q}, so every transition is one single-slot script:
+//
+//	emq:{q}:pending    score 0: lex order is mint order (FIFO, browse, time range)
+//	emq:{q}:active     scored by lease deadline, ms on the server's clock
+//	emq:{q}:schedule   scored by run-at, ms
+//	emq:{q}:dead       score 0
+//	emq:{q}:meta       paused, max_attempts
+//	emq:{q}:wake       a short list of wake-up markers (see below)
+//	emq:{q}:job:<id>   the row: exactly state, attempts, payload
+//	emq:{q}:uniq:<key> an idempotency guard holding the first job's id, with a TTL
+//
+// Ids are JOB ids minted by the client ([keys.NewJobID]), so an id carries its mint time and
+// sorts in mint order. A claim increments attempts; that count is the job's fencing token.
+// Every verb on a claimed job ([Bus.Complete], [Bus.Fail], [Bus.Extend], [Bus.Snooze]) checks
+// inside its script that the row is active and holds the caller's token, and otherwise
+// changes nothing and answers [ErrStale] (a *[StaleError] with the reason). A holder whose
+// lease ran out is fenced the moment [Bus.Reap] hands the job to the next claim.
+//
+// # One complete flow
+//
+//	client, _ := valkey.NewClient(valkey.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})
+//	b, _ := bus.New(client, bus.Config{})
+//
+//	// Producer: one job now, one in ten minutes, one only once per order.
+//	b.Enqueue(ctx, "emails", []byte(`{"to":"ada"}`), nil)
+//	b.Enqueue(ctx, "emails", []byte(`{"to":"bob"}`), &bus.EnqueueOpts{Delay: 10 * time.Minute})
+//	b.Enqueue(ctx, "emails", payload, &bus.EnqueueOpts{UniqueKey: "order-42"})
+//
+//	// Consumer: claim up to 10, work, complete or fail.
+//	jobs, err := b.Claim(ctx, "emails", &bus.ClaimOpts{Count: 10, Lease: time.Minute})
+//	for _, j := range jobs {
+//		if err := send(j.Payload); err != nil {
+//			b.Fail(ctx, j, &bus.FailOpts{Backoff: 30 * time.Second}) // dead after MaxAttempts claims
+//			continue
+//		}
+//		if err := b.Complete(ctx, j, nil); errors.Is(err, bus.ErrStale) {
+//			// The lease ran out and the job was handed on: this holder's work is not recorded.
+//		}
+//	}
+//
+//	// Housekeeping, from any number of processes: leases past their deadline go back to
+//	// pending (or dead), due scheduled jobs to pending. Claims also promote due jobs first.
+//	b.Reap(ctx, "emails", nil)
+//	b.Promote(ctx, "emails", nil)
+//
+//	// Operators: counts, browsing, one job, dead-letter handling, pause.
+//	counts, _ := b.Counts(ctx, "emails")
+//	page, _ := b.Browse(ctx, "emails", &bus.BrowseOpts{Set: keys.Dead, Newest: true})
+//	info, _ := b.Lookup(ctx, "emails", page.IDs[0])
+//	b.RetryDead(ctx, "emails", info.ID)
+//	b.Pause(ctx, "emails")
+//
+//	// Topics: every subscriber hears every message published while it is subscribed.
+//	sub, _ := b.Subscribe(ctx, []string{"prices"}, func(e bus.Event) { ... })
+//	defer sub.Close()
+//	b.Publish(ctx, "prices", []byte("EURUSD 1.08"))
+//
+// The runnable version is examples/jobs.
+//
+// # Waking idle workers
+//
+// Enqueue, promote, resume, retry and the verbs that put a job back in pending push one
+// marker (the value "1") on the queue's wake list ([keys.Queue.Wake]) when they made a job
+// pending and the queue is not paused, and trim the list to its 16 newest markers. An idle
+// worker blocks on it with BLPOP (or BLMOVE) and a timeout instead of polling, and claims
+// when it wakes; the timeout covers markers pushed before it blocked. A marker is a hint, not
+// a job: a woken worker may find nothing to claim. Scheduled jobs push no marker until they
+// are promoted, so a worker's timeout should not exceed the scheduling precision it needs.
+//
+// # Durability
+//
+// By default a write call returns when the primary applied it: at-least-once while the
+// primary lives. An [Ack] asks for more: [Replicated] follows the script with WAIT on the same
+// connection and node, [Persisted] with WAITAOF. When fewer acknowledgements come back than
+// asked within the timeout, the call returns an *[AckError] ([ErrNotDurable]) together with
+// its normal result: the write was applied on the primary and may still exist, so a caller
+// that retries must be ready to find it done (idempotency keys make enqueue retries safe).
+//
+// # Broadcast topics and invalidations
+//
+// [Bus.Publish] and [Bus.Subscribe] use sharded pub/sub (SPUBLISH, SSUBSCRIBE) on topic
+// channels; [Bus.SubscribeChannels] also takes tables' invalidation channels
+// ([keys.Table.Inval]), which the cache's scripts publish on. Delivery is at most once: a
+// message published while a subscriber is disconnected is lost, and the subscriber is told,
+// because a cache must then flush what those channels cover. A subscription delivers
+// [Event]s to its handler on its own goroutine: [Message]; [Subscribed] after the first
+// subscribe and after every resubscribe (Resubscribed, Count); [Disconnected] when a
+// connection drops (it resubscribes by itself, with backoff); and [Overflow] when the handler
+// fell behind and messages were dropped at that point of the stream. Nothing is dropped
+// silently.
+//
+// # Errors
+//
+// Script errors arrive as the package's errors: [ErrStale], [ErrPaused], [ErrNotFound],
+// [ErrState], [ErrInvalid] (names and ids also match keys.ErrInvalid), [ErrTooLarge],
+// [ErrWrongType], [ErrExists], [ErrNotDurable]. Every script checks all its preconditions
+// before its first write, so a refused call wrote nothing.
+//
+// # The protocol is the contract
+//
+// A client in another language that loads the files of package lua and follows their
+// headers (KEYS in grammar form, ARGV by name, REPLY, ERRORS) behaves exactly as this package
+// does; a test drives every script that way and compares.
+package bus
