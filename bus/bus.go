@@ -63,8 +63,14 @@ type Config struct {
 type Bus struct {
 	client valkey.Client
 	cfg    Config
-	queues sync.Map // name -> keys.Queue: names are validated once
+
+	mu     sync.RWMutex
+	queues map[string]keys.Queue // names validated once; bounded by maxCachedQueues
 }
+
+// maxCachedQueues bounds the cache of validated queue names, so that a process fed endless
+// distinct names does not grow without bound; past it, names are validated on every call.
+const maxCachedQueues = 4096
 
 // New returns a Bus over client. Build the client with DisableCache: true unless it is also
 // used for client-side caching; the bus does not use it.
@@ -99,19 +105,26 @@ func New(client valkey.Client, cfg Config) (*Bus, error) {
 	if cfg.SubscribeBuffer == 0 {
 		cfg.SubscribeBuffer = DefaultSubscribeBuffer
 	}
-	return &Bus{client: client, cfg: cfg}, nil
+	return &Bus{client: client, cfg: cfg, queues: map[string]keys.Queue{}}, nil
 }
 
 // queue validates name once and returns its key builder.
 func (b *Bus) queue(op, name string) (keys.Queue, error) {
-	if q, ok := b.queues.Load(name); ok {
-		return q.(keys.Queue), nil
+	b.mu.RLock()
+	q, ok := b.queues[name]
+	b.mu.RUnlock()
+	if ok {
+		return q, nil
 	}
 	q, err := keys.NewQueue(name)
 	if err != nil {
 		return keys.Queue{}, invalid(op, err)
 	}
-	b.queues.Store(name, q)
+	b.mu.Lock()
+	if len(b.queues) < maxCachedQueues {
+		b.queues[name] = q
+	}
+	b.mu.Unlock()
 	return q, nil
 }
 
@@ -344,15 +357,16 @@ func (a *Ack) replicas() int {
 	return a.Replicas
 }
 
+// timeout is the wait the server is asked for: whole milliseconds, rounded up.
 func (a *Ack) timeout() time.Duration {
 	if a.Timeout == 0 {
 		return DefaultAckTimeout
 	}
-	return a.Timeout
+	return time.Duration(ms(a.Timeout)) * time.Millisecond
 }
 
 func (a *Ack) command(bld valkey.Builder) valkey.Completed {
-	ms := max(a.timeout().Milliseconds(), 1) // 0 would block forever
+	ms := a.timeout().Milliseconds() // at least 1: 0 would block forever
 	if a.Durability == Persisted {
 		return bld.Waitaof().Numlocal(1).Numreplicas(int64(a.replicas())).Timeout(ms).Build()
 	}

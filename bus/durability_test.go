@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -71,5 +72,54 @@ func TestDurability(t *testing.T) {
 		info, err := b.Lookup(ctx, name, enq.ID)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, bus.StatePending, info.State, tc.name)
+	}
+}
+
+// TestDurabilityStandalone: on a server without replicas a Replicated write falls short and
+// says so; Persisted is met by the AOF fsync, and refused (with the write applied) when the
+// server has no AOF; an unknown level is refused before anything is written.
+func TestDurabilityStandalone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		opts    []valkeytest.Option
+		ack     bus.Ack
+		wantErr error
+		acked   bool // the wait was answered (not refused)
+	}{
+		{"replicated without replicas", nil, bus.Ack{Durability: bus.Replicated, Timeout: 50 * time.Millisecond}, bus.ErrNotDurable, true},
+		{"persisted with AOF", nil, bus.Ack{Durability: bus.Persisted}, nil, true},
+		{"persisted without AOF", []valkeytest.Option{valkeytest.WithoutPersistence()}, bus.Ack{Durability: bus.Persisted}, bus.ErrNotDurable, false},
+		{"unknown level", nil, bus.Ack{Durability: 9}, bus.ErrInvalid, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var c = valkeytest.Shared(t).Client(t)
+			if tc.opts != nil {
+				c = valkeytest.Start(t, tc.opts...).Client(t)
+			}
+			b := newBus(t, c, bus.Config{})
+			name := uniqueName(t)
+			enq, err := b.Enqueue(ctx, name, []byte("x"), &bus.EnqueueOpts{Ack: tc.ack})
+			if tc.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tc.wantErr)
+			}
+			counts, cerr := b.Counts(ctx, name)
+			require.NoError(t, cerr)
+			if errors.Is(err, bus.ErrInvalid) {
+				require.Equal(t, bus.Counts{}, counts, "refused before the write")
+				return
+			}
+			require.False(t, enq.ID.IsZero())
+			require.Equal(t, int64(1), counts.Pending, "the write was applied on the primary")
+			var ae *bus.AckError
+			if errors.As(err, &ae) {
+				require.Equal(t, tc.acked, ae.Err == nil, "%v", err)
+				require.Contains(t, err.Error(), "may still exist")
+			}
+		})
 	}
 }

@@ -134,9 +134,10 @@ func (b *Bus) Subscribe(ctx context.Context, topics []string, handle func(Event)
 // keys.Table.Inval). On a cluster it holds one connection per slot, elsewhere one in all; it
 // resubscribes by itself after a drop, with backoff, until [Subscription.Close].
 //
-// It returns once every channel is subscribed, after handle received the first Subscribed
-// event(s): a message published after it returns is delivered. ctx bounds only that wait; the
-// subscription lives until Close. handle must not call Close (Close waits for it).
+// It returns once the server confirmed every channel, with the first Subscribed event(s)
+// queued for handle: a message published after it returns is delivered. When the first
+// attempt fails it returns the error and leaves nothing running. ctx bounds only that wait;
+// the subscription lives until Close. handle must not call Close (Close waits for it).
 func (b *Bus) SubscribeChannels(ctx context.Context, channels []string, handle func(Event)) (*Subscription, error) {
 	const op = "subscribe"
 	if len(channels) == 0 {
@@ -261,7 +262,7 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 			}
 			up = true
 			count++
-			s.queue.push(Event{Kind: Subscribed, Channels: channels, Resubscribed: count > 1, Count: count})
+			s.queue.push(Event{Kind: Subscribed, Channels: slices.Clone(channels), Resubscribed: count > 1, Count: count})
 			if count == 1 {
 				ready <- nil
 			}
@@ -287,7 +288,7 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 			return
 		}
 		if wasUp {
-			s.queue.push(Event{Kind: Disconnected, Channels: channels, Err: err})
+			s.queue.push(Event{Kind: Disconnected, Channels: slices.Clone(channels), Err: err})
 			failures = 0 // the first retry after a drop is immediate
 		} else {
 			failures++
