@@ -105,6 +105,25 @@ func TestBadInput(t *testing.T) {
 			require.Empty(t, keyspace())
 		})
 
+		t.Run("existing id", func(t *testing.T) {
+			// Ids are minted by the client; a client that reuses one is refused, all or nothing.
+			id := keys.NewJobID().String()
+			enqueue := func(ids ...string) error {
+				args := []string{"0", "0", "0", "0"}
+				for _, id := range ids {
+					args = append(args, id, "p", "")
+				}
+				return lua.Get("enqueue").Exec(ctx, c, []string{q.Pending(), q.Schedule(), q.Meta(), q.Wake()}, args).Error()
+			}
+			require.NoError(t, enqueue(id))
+			before := snapshot(t, tg, name)
+			require.ErrorContains(t, enqueue(keys.NewJobID().String(), id), "EMQEXISTS")
+			require.Equal(t, before, snapshot(t, tg, name), "nothing written: not even the call's first job")
+			for _, k := range scanAll(t, c, "{"+name+"}") {
+				require.NoError(t, c.Do(ctx, c.B().Del().Key(k).Build()).Error())
+			}
+		})
+
 		t.Run("oversized payloads", func(t *testing.T) {
 			_, err := b.Enqueue(ctx, name, bytes.Repeat([]byte("x"), 65), nil)
 			require.ErrorIs(t, err, bus.ErrTooLarge)

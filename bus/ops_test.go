@@ -453,3 +453,40 @@ func TestCompleteAndClaim(t *testing.T) {
 		require.Equal(t, bus.Counts{Active: 4}, counts)
 	})
 }
+
+// TestClaimPromotesFirst: a claim promotes due scheduled jobs before it claims, at most
+// PromoteLimit of them, and none with a negative limit; jobs not yet due stay scheduled.
+func TestClaimPromotesFirst(t *testing.T) {
+	t.Parallel()
+	onTargets(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		c := tg.client
+		b := newBus(t, c, bus.Config{})
+		name := uniqueName(t)
+		start := serverMillis(t, c)
+		due, err := b.EnqueueBatch(ctx, name, payloads(5, "due"), &bus.EnqueueOpts{Delay: 20 * time.Millisecond})
+		require.NoError(t, err)
+		_, err = b.Enqueue(ctx, name, []byte("later"), &bus.EnqueueOpts{At: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		counts, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, bus.Counts{Scheduled: 6}, counts)
+		info, err := b.Lookup(ctx, name, due[4].ID)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, info.At.UnixMilli(), start+20)
+		eventually(t, 10*time.Second, "the run-at to pass", func() bool { return serverMillis(t, c) >= info.At.UnixMilli() })
+
+		none, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: 10, PromoteLimit: -1})
+		require.NoError(t, err)
+		require.Empty(t, none, "no promotion asked: nothing pending")
+		two, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: 10, PromoteLimit: 2})
+		require.NoError(t, err)
+		require.Equal(t, ids(due)[:2], jobIDs(two), "bounded by the limit, oldest run-at first")
+		rest, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: 10})
+		require.NoError(t, err)
+		require.Equal(t, ids(due)[2:], jobIDs(rest))
+		counts, err = b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, bus.Counts{Active: 5, Scheduled: 1}, counts, "the job an hour out stays")
+	})
+}

@@ -303,3 +303,34 @@ func TestSubscriptionCloseLeaksNothing(t *testing.T) {
 	sub.Close()
 	sub.Close() // a second Close is a no-op
 }
+
+// TestResubscribeAfterFailover: on a cluster, when the topic's slot fails over to its replica,
+// the old primary ends the shard subscription; the subscriber reports Disconnected, finds the
+// new primary, reports Subscribed with Resubscribed set, and hears messages published there.
+func TestResubscribeAfterFailover(t *testing.T) {
+	t.Parallel()
+	cluster := valkeytest.StartCluster(t)
+	c := cluster.Client(t)
+	b := newBus(t, c, bus.Config{})
+	ctx := context.Background()
+	topic := uniqueName(t)
+	slot := keys.Slot(mustTopic(t, topic))
+
+	rec := newRecorder()
+	sub, err := b.Subscribe(ctx, []string{topic}, rec.handle)
+	require.NoError(t, err)
+	defer sub.Close()
+	require.NoError(t, cluster.Failover(ctx, slot))
+	events := rec.waitFor(t, "the resubscription", func(ev []bus.Event) bool { return count(ev, bus.Subscribed) == 2 })
+	require.Equal(t, 1, count(events, bus.Disconnected))
+	last := events[len(events)-1]
+	require.True(t, last.Resubscribed)
+	require.Equal(t, 2, last.Count)
+
+	// Publish until the cluster client's routing follows the failover too.
+	eventually(t, 15*time.Second, "a message through the new primary", func() bool {
+		n, err := b.Publish(ctx, topic, []byte("after"))
+		return err == nil && n == 1
+	})
+	rec.waitFor(t, "the message", func(ev []bus.Event) bool { return count(ev, bus.Message) >= 1 })
+}
