@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"context"
 	"slices"
 	"strconv"
 	"testing"
@@ -20,11 +19,7 @@ import (
 func TestCrashDrill(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
-		q := keys.MustQueue(name)
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 
 		enq, err := b.Enqueue(ctx, name, []byte("drill"), nil)
 		require.NoError(t, err)
@@ -92,10 +87,7 @@ func TestCrashDrill(t *testing.T) {
 func TestOrderDividend(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
+		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 
 		var ids []keys.JobID
 		for i := range 3 { // three batches, so mint order spans calls too
@@ -150,11 +142,7 @@ func compare(a, b string) int {
 func TestRowShape(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
-		q := keys.MustQueue(name)
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		enq, err := b.Enqueue(ctx, name, []byte("shape"), nil)
 		require.NoError(t, err)
 		id := enq.ID

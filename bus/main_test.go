@@ -43,6 +43,14 @@ func onTargets(t *testing.T, fn func(t *testing.T, tg target)) {
 	}
 }
 
+// setup is the start of a protocol test on one target: a context, the target's client, a
+// Bus over it with cfg, and a queue name (with its keys) that no other test uses.
+func setup(t *testing.T, tg target, cfg bus.Config) (context.Context, valkey.Client, *bus.Bus, string, keys.Queue) {
+	t.Helper()
+	name := uniqueName(t)
+	return context.Background(), tg.client, newBus(t, tg.client, cfg), name, keys.MustQueue(name)
+}
+
 // newPlainClient is a standalone client that the caller closes (valkeytest's clients close
 // on cleanup, too late for a leak check).
 func newPlainClient(addr string) (valkey.Client, error) {

@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -34,9 +33,7 @@ func jobIDs(jobs []bus.Job) []keys.JobID {
 func TestClaimMany(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		b := newBus(t, tg.client, bus.Config{})
-		name := uniqueName(t)
+		ctx, _, b, name, _ := setup(t, tg, bus.Config{})
 		out, err := b.EnqueueBatch(ctx, name, payloads(10, "p"), nil)
 		require.NoError(t, err)
 		all := ids(out)
@@ -64,11 +61,7 @@ func TestClaimMany(t *testing.T) {
 func TestPauseResume(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
-		q := keys.MustQueue(name)
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		wakeLen := func() int64 {
 			n, err := c.Do(ctx, c.B().Llen().Key(q.Wake()).Build()).AsInt64()
 			require.NoError(t, err)
@@ -102,11 +95,7 @@ func TestPauseResume(t *testing.T) {
 func TestWakeMarker(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
-		q := keys.MustQueue(name)
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		wake := func() []string {
 			l, err := c.Do(ctx, c.B().Lrange().Key(q.Wake()).Start(0).Stop(-1).Build()).AsStrSlice()
 			require.NoError(t, err)
@@ -163,11 +152,7 @@ func TestWakeMarker(t *testing.T) {
 func TestExtend(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
-		q := keys.MustQueue(name)
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		_, err := b.EnqueueBatch(ctx, name, payloads(4, "e"), nil)
 		require.NoError(t, err)
 		jobs, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: 4, Lease: 10 * time.Second})
@@ -221,11 +206,7 @@ func TestExtend(t *testing.T) {
 func TestSnooze(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{MaxAttempts: 1})
-		name := uniqueName(t)
-		q := keys.MustQueue(name)
+		ctx, c, b, name, q := setup(t, tg, bus.Config{MaxAttempts: 1})
 		enq, err := b.Enqueue(ctx, name, []byte("zz"), nil)
 		require.NoError(t, err)
 		jobs, err := b.Claim(ctx, name, nil)
@@ -259,11 +240,7 @@ func TestSnooze(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
-		q := keys.MustQueue(name)
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		pending, err := b.Enqueue(ctx, name, []byte("p"), nil)
 		require.NoError(t, err)
 		scheduled, err := b.Enqueue(ctx, name, []byte("s"), &bus.EnqueueOpts{At: time.Now().Add(time.Hour)})
@@ -314,9 +291,7 @@ func TestCancel(t *testing.T) {
 func TestDeadOperations(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		b := newBus(t, tg.client, bus.Config{MaxAttempts: 1})
-		name := uniqueName(t)
+		ctx, _, b, name, _ := setup(t, tg, bus.Config{MaxAttempts: 1})
 		out, err := b.EnqueueBatch(ctx, name, payloads(5, "d"), nil)
 		require.NoError(t, err)
 		all := ids(out)
@@ -367,9 +342,7 @@ func TestDeadOperations(t *testing.T) {
 func TestBrowse(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		b := newBus(t, tg.client, bus.Config{})
-		name := uniqueName(t)
+		ctx, _, b, name, _ := setup(t, tg, bus.Config{})
 		// Five batches of five, each minted in a later millisecond than the one before.
 		var batches [][]keys.JobID
 		for range 5 {
@@ -428,10 +401,7 @@ func TestBrowse(t *testing.T) {
 func TestCompleteAndClaim(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
+		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 		out, err := b.EnqueueBatch(ctx, name, payloads(5, "c"), nil)
 		require.NoError(t, err)
 		all := ids(out)
@@ -459,10 +429,7 @@ func TestCompleteAndClaim(t *testing.T) {
 func TestClaimPromotesFirst(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
+		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 		start := serverMillis(t, c)
 		due, err := b.EnqueueBatch(ctx, name, payloads(5, "due"), &bus.EnqueueOpts{Delay: 20 * time.Millisecond})
 		require.NoError(t, err)

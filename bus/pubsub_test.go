@@ -145,10 +145,7 @@ func mustTopic(t *testing.T, topic string) string {
 func TestSubscribeChannels(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
+		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 		table := keys.MustTable(name)
 		q := keys.MustQueue(name)
 		row, err := table.Row("r1")

@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"context"
 	"strconv"
 	"sync"
 	"testing"
@@ -22,10 +21,7 @@ import (
 func TestRetries(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
+		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 		require.NoError(t, b.SetMaxAttempts(ctx, name, 3))
 
 		enq, err := b.Enqueue(ctx, name, []byte("retry"), nil)
@@ -129,11 +125,7 @@ func TestRetries(t *testing.T) {
 func TestConcurrentHousekeeping(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
-		q := keys.MustQueue(name)
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		const half, batch = 5000, 500
 
 		// 5,000 claimed with a 1 ms lease, then 5,000 scheduled 1 ms out: 20 round trips.
@@ -232,11 +224,7 @@ func TestConcurrentHousekeeping(t *testing.T) {
 func TestIdempotency(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		c := tg.client
-		b := newBus(t, c, bus.Config{})
-		name := uniqueName(t)
-		q := keys.MustQueue(name)
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 
 		const callers = 100
 		results := make([]bus.Enqueued, callers)
