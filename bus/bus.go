@@ -316,6 +316,7 @@ const (
 	Persisted
 )
 
+// String is the level's name: primary, replicated or persisted.
 func (d Durability) String() string {
 	switch d {
 	case Primary:

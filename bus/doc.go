@@ -4,8 +4,9 @@
 //
 // # The model
 //
-// The jobs in the sets are the work. A queue q is four sorted sets and a hash, all under the
-// hash tag {q}, so every transition is one single-slot script:
+// The jobs in the sets are the work. A queue q is four sorted sets, a meta hash, a wake list
+// and one row per job, all under the hash tag {q}, so every transition is one single-slot
+// script:
 //
 //	emq:{q}:pending    score 0: lex order is mint order (FIFO, browse, time range)
 //	emq:{q}:active     scored by lease deadline, ms on the server's clock
@@ -70,9 +71,10 @@
 // marker (the value "1") on the queue's wake list ([keys.Queue.Wake]) when they made a job
 // pending and the queue is not paused, and trim the list to its 16 newest markers. An idle
 // worker blocks on it with BLPOP (or BLMOVE) and a timeout instead of polling, and claims
-// when it wakes; the timeout covers markers pushed before it blocked. A marker is a hint, not
-// a job: a woken worker may find nothing to claim. Scheduled jobs push no marker until they
-// are promoted, so a worker's timeout should not exceed the scheduling precision it needs.
+// when it wakes. Markers pushed while no worker waited stay in the list, so a worker that
+// blocks later wakes at once. A marker is a hint, not a job: a woken worker may find nothing
+// to claim. Scheduled jobs push no marker until something promotes them (a claim,
+// [Bus.Promote]), so a worker's timeout bounds how late it notices a job falling due.
 //
 // # Durability
 //

@@ -64,6 +64,7 @@ type StaleError struct {
 	Reason StaleReason
 }
 
+// Error names the verb, the job, the token and the reason.
 func (e *StaleError) Error() string {
 	return fmt.Sprintf("bus: stale: %s %s (token %d) in queue %s: %s", e.Op, e.ID, e.Token, e.Queue, e.Reason)
 }
@@ -79,6 +80,7 @@ type StateError struct {
 	State State // the state the job is in
 }
 
+// Error names the verb, the job and its state.
 func (e *StateError) Error() string {
 	return fmt.Sprintf("bus: %s %s in queue %s: the job is %s", e.Op, e.ID, e.Queue, e.State)
 }
@@ -99,6 +101,7 @@ type AckError struct {
 	Err        error         // set when the server refused the wait itself (WAITAOF without AOF)
 }
 
+// Error says what was asked, what came back, and that the write may still exist.
 func (e *AckError) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("bus: %s write applied on the primary, but the wait was refused (the write may still exist): %v", e.Durability, e.Err)
@@ -113,6 +116,7 @@ func (e *AckError) Error() string {
 // Is makes errors.Is(err, ErrNotDurable) true.
 func (e *AckError) Is(target error) bool { return target == ErrNotDurable }
 
+// Unwrap is the server's refusal of the wait, if that is what happened.
 func (e *AckError) Unwrap() error { return e.Err }
 
 // scriptError is a script's error reply, split into its code (EMQSTALE, ...) and the rest.

@@ -64,6 +64,7 @@ const (
 	Overflow
 )
 
+// String is the kind's name: message, subscribed, disconnected or overflow.
 func (k EventKind) String() string {
 	switch k {
 	case Message:
