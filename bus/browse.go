@@ -62,10 +62,10 @@ func (b *Bus) Browse(ctx context.Context, queue string, opts *BrowseOpts) (Page,
 	// Lex bounds: lo and hi in ZRANGEBYLEX syntax, from the time range, narrowed by the cursor.
 	lo, hi := "-", "+"
 	if !o.From.IsZero() {
-		lo = "[" + idFloor(o.From)
+		lo = "[" + keys.JobIDFloor(o.From)
 	}
 	if !o.To.IsZero() {
-		hi = "(" + idFloor(o.To)
+		hi = "(" + keys.JobIDFloor(o.To)
 	}
 	if !o.After.IsZero() {
 		if o.Newest {
@@ -97,30 +97,4 @@ func (b *Bus) Browse(ctx context.Context, queue string, opts *BrowseOpts) (Page,
 		p.IDs = append(p.IDs, id)
 	}
 	return p, nil
-}
-
-// crockford is the JOB id alphabet (see keys.JobID).
-const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-// idFloor is the least JOB id text minted at t's millisecond: the 10 time characters of the
-// ULID layout followed by 16 zeros. Every id minted at or after t sorts at or after it; every
-// id minted before sorts before it.
-func idFloor(t time.Time) string {
-	ms := t.UnixMilli()
-	switch {
-	case ms < 0:
-		ms = 0
-	case ms >= 1<<48:
-		ms = 1<<48 - 1
-	}
-	var out [30]byte
-	copy(out[:], "JOB_")
-	for i := 9; i >= 0; i-- {
-		out[4+i] = crockford[ms&31]
-		ms >>= 5
-	}
-	for i := 14; i < 30; i++ {
-		out[i] = '0'
-	}
-	return string(out[:])
 }

@@ -82,17 +82,3 @@ func TestEventQueue(t *testing.T) {
 	}
 	q.push(msg("f")) // after close: ignored, no panic
 }
-
-// TestIDFloor: the floor of a time sorts between the ids minted before and after it.
-func TestIDFloor(t *testing.T) {
-	t.Parallel()
-	id := keys.NewJobID()
-	floor := idFloor(id.Time())
-	_, err := keys.ParseJobID(floor)
-	require.NoError(t, err, "a floor is a valid id text")
-	require.LessOrEqual(t, floor, id.String())
-	require.Equal(t, id.String()[:14], floor[:14], "same time characters")
-	require.Greater(t, floor, idFloor(id.Time().Add(-time.Millisecond)))
-	require.Less(t, id.String(), idFloor(id.Time().Add(time.Millisecond)))
-	require.Equal(t, "JOB_00000000000000000000000000", idFloor(time.UnixMilli(-5)))
-}

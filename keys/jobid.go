@@ -135,3 +135,13 @@ func encode(ms uint64, hi uint16, lo uint64) string {
 	}
 	return string(out[:])
 }
+
+// JobIDFloor is the least JOB id text minted in t's millisecond: every id minted at or after
+// that millisecond sorts at or after it, every id minted before sorts before it. Times before
+// the Unix epoch clamp to it, times past the 48-bit range to the last millisecond. It is a
+// bound for lex ranges over the score-0 sets, not a JobID: its random part is all zeros.
+func JobIDFloor(t time.Time) string {
+	ms := max(t.UnixMilli(), 0)
+	ms = min(ms, 1<<48-1)
+	return encode(uint64(ms), 0, 0)
+}

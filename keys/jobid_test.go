@@ -85,3 +85,18 @@ func BenchmarkNewJobID(b *testing.B) {
 		keys.NewJobID()
 	}
 }
+
+// TestJobIDFloor: the floor of a time sorts between the ids minted before and after it.
+func TestJobIDFloor(t *testing.T) {
+	t.Parallel()
+	id := keys.NewJobID()
+	floor := keys.JobIDFloor(id.Time())
+	_, err := keys.ParseJobID(floor)
+	require.NoError(t, err, "a floor is a valid id text")
+	require.LessOrEqual(t, floor, id.String())
+	require.Equal(t, id.String()[:14], floor[:14], "same time characters")
+	require.Greater(t, floor, keys.JobIDFloor(id.Time().Add(-time.Millisecond)))
+	require.Less(t, id.String(), keys.JobIDFloor(id.Time().Add(time.Millisecond)))
+	require.Equal(t, "JOB_00000000000000000000000000", keys.JobIDFloor(time.UnixMilli(-5)))
+	require.Equal(t, "JOB_7ZZZZZZZZZ0000000000000000", keys.JobIDFloor(time.UnixMilli(1<<50)))
+}
