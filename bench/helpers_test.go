@@ -79,3 +79,31 @@ func TestSampleRow(t *testing.T) {
 	require.Equal(t, SampleRow(42), back)
 	require.InDelta(t, 100, len(SampleRowJSON(42)), 30, "a small row, about 100 bytes")
 }
+
+func TestCompareReportsBothSidesAndTheRatio(t *testing.T) {
+	t.Parallel()
+	// Side a spins twice as long as base: the ratio is about 2 however
+	// loaded the machine is, since the blocks alternate.
+	spin := func(d time.Duration) func(*testing.B) {
+		return func(*testing.B) {
+			for start := time.Now(); time.Since(start) < d; {
+			}
+		}
+	}
+	res := testing.Benchmark(func(b *testing.B) {
+		Compare(b, Side{"slow", spin(20 * time.Microsecond)}, Side{"fast", spin(10 * time.Microsecond)})
+	})
+	require.Positive(t, res.N)
+	require.Contains(t, res.Extra, "slow-ns/op")
+	require.Contains(t, res.Extra, "fast-ns/op")
+	require.InDelta(t, 2, res.Extra[UnitRatio], 0.5)
+	require.Greater(t, res.Extra["slow-ns/op"], res.Extra["fast-ns/op"])
+}
+
+func TestBlockSize(t *testing.T) {
+	t.Parallel()
+	noop := Side{"noop", func(*testing.B) {}}
+	b := &testing.B{}
+	slow := Side{"slow", func(*testing.B) { time.Sleep(2 * time.Millisecond) }}
+	require.Equal(t, 1, blockSize(b, noop, slow), "an operation slower than the target gets blocks of one")
+}

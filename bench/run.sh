@@ -13,10 +13,12 @@
 # Rounds are interleaved (core, peers, core jobs, peers jobs; repeat) so that
 # drift during the run affects both sides of every ratio alike.
 #
-# Knobs (environment): BENCH_COUNT rounds (default 6, at least 5 for a
-# report), BENCH_TIME -benchtime of the ordinary benchmarks (default 1s),
-# BENCH_JOBS -benchtime of the end-to-end job benchmarks (default 5000x),
-# BENCH_TOLERANCE for check (default 0.20).
+# Knobs (environment): BENCH_COUNT rounds (default 10; at least 5 for a
+# report: more, shorter rounds give the medians and the outlier filter more
+# to work with than fewer long ones), BENCH_TIME -benchtime of the ordinary
+# benchmarks (default 500ms), BENCH_JOBS -benchtime of the end-to-end job
+# benchmarks (default 4000x: jobs are enqueued before the timer, so b.N is
+# fixed), BENCH_TOLERANCE for check (default 0.20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -24,9 +26,9 @@ root=$PWD
 mode=${1:-report}
 case $mode in
 report | check)
-	count=${BENCH_COUNT:-6}
-	btime=${BENCH_TIME:-1s}
-	jobs=${BENCH_JOBS:-5000x}
+	count=${BENCH_COUNT:-10}
+	btime=${BENCH_TIME:-500ms}
+	jobs=${BENCH_JOBS:-4000x}
 	;;
 quick)
 	count=${BENCH_COUNT:-2}
@@ -39,6 +41,10 @@ quick)
 	;;
 esac
 tolerance=${BENCH_TOLERANCE:-0.20}
+if [ "$mode" != quick ] && [ "$count" -lt 5 ]; then
+	echo "bench: BENCH_COUNT=$count: a report or a check needs at least 5 rounds" >&2
+	exit 2
+fi
 
 log() { printf 'bench: %s\n' "$*" >&2; }
 

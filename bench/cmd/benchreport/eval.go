@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/echocache/echocache/bench"
 )
 
 // ref names one metric of one benchmark.
@@ -70,6 +72,14 @@ type row struct {
 	better  direction
 	guard   bool   // bench-check fails when this ratio worsens
 	target  string // the aim for the ratio, if it states one
+	// paired names a bench.Compare benchmark measuring subject against
+	// other in interleaved blocks; when it ran, the ratio is its, which
+	// survives the machine's noise far better than dividing two separate
+	// benchmarks.
+	paired string
+	// seedOnRatio: the seed figure is a ratio, to set beside the ratio
+	// column rather than the measured one.
+	seedOnRatio bool
 }
 
 // side is one measured side of a row.
@@ -87,7 +97,11 @@ type rowResult struct {
 	row
 	subj, oth side
 	ratio     *summary // subj ÷ oth; nil when either side is missing
-	paired    bool
+	paired    bool     // divided round by round, or interleaved
+	// interleaved: the ratio is the paired Compare benchmark's.
+	interleaved bool
+	// pairedWhy: why a row with a paired benchmark fell back to dividing.
+	pairedWhy string
 	notes     []string
 }
 
@@ -152,7 +166,16 @@ func (r *results) evalRows(rs []row) []rowResult {
 		if rw.other != nil {
 			rr.oth = r.eval(*rw.other)
 		}
-		if rr.subj.ok && rw.other != nil && rr.oth.ok {
+		if rw.paired != "" {
+			vals, why := r.values(ref{rw.paired, bench.UnitRatio})
+			if why == "" {
+				q := summarize(vals)
+				rr.ratio, rr.paired, rr.interleaved = &q, true, true
+			} else {
+				rr.pairedWhy = strings.TrimPrefix(why, "not measured: ")
+			}
+		}
+		if rr.ratio == nil && rr.subj.ok && rw.other != nil && rr.oth.ok {
 			num, okN := r.series(rw.subject)
 			den, okD := r.series(*rw.other)
 			pairable := okN && okD && rr.subj.fails+rr.oth.fails == 0
@@ -209,6 +232,30 @@ func notes(rr rowResult) []string {
 	}
 	if len(noisy) > 0 {
 		n = append(n, "spread over 10%: "+strings.Join(noisy, ", "))
+	}
+	var dropped []string
+	count := func(what string, s summary) {
+		if s.outliers > 0 {
+			dropped = append(dropped, fmt.Sprintf("%s %d", what, s.outliers))
+		}
+	}
+	if rr.subj.ok {
+		count("measured", rr.subj.sum)
+	}
+	if rr.oth.ok {
+		count("compared", rr.oth.sum)
+	}
+	if rr.ratio != nil {
+		count("ratio", *rr.ratio)
+	}
+	if len(dropped) > 0 {
+		n = append(n, "outlier rounds dropped: "+strings.Join(dropped, ", "))
+	}
+	switch {
+	case rr.interleaved:
+		n = append(n, "ratio interleaved ("+rr.row.paired+")")
+	case rr.ratio != nil && rr.pairedWhy != "":
+		n = append(n, "ratio of separate benchmarks: "+rr.pairedWhy)
 	}
 	if (rr.ratio != nil && !rr.paired) || (rr.subj.ok && rr.subject.den != nil && !rr.subj.paired) {
 		n = append(n, "rounds unpaired: ratio of medians")

@@ -21,8 +21,8 @@ func TestEvalRows(t *testing.T) {
 	t.Parallel()
 	in := lines("BenchmarkOurs", "ns/op", 150, 150, 165, 150, 150) +
 		lines("BenchmarkBase", "ns/op", 100, 100, 110, 100, 100) +
-		lines("BenchmarkNoisy", "ns/op", 100, 100, 120, 100, 100) +
-		lines("BenchmarkEdge", "ns/op", 100, 100, 110, 100, 90) +
+		lines("BenchmarkNoisy", "ns/op", 80, 90, 100, 110, 120) +
+		lines("BenchmarkEdge", "ns/op", 90, 95, 100, 105, 110) +
 		lines("BenchmarkFast", "jobs/s", 3000, 3000, 3000, 3000, 3000) +
 		"--- FAIL: BenchmarkDead-2\n    x_test.go:1: boom\n" +
 		"--- SKIP: BenchmarkSkip-2\n    x_test.go:2: no cluster\n" +
@@ -38,9 +38,9 @@ func TestEvalRows(t *testing.T) {
 		noteEmpty bool
 	}{
 		{
-			name: "paired ratio cancels a slow round",
+			name: "paired ratio cancels a slow round, which each side drops",
 			row:  row{subject: ns("BenchmarkOurs"), other: ptr(ns("BenchmarkBase"))},
-			subj: "150 ns ±10%", ratio: "1.50× ±0.0%", noteEmpty: true,
+			subj: "150 ns ±0.0%", ratio: "1.50× ±0.0%", noteHas: "outlier rounds dropped: measured 1, compared 1",
 		},
 		{
 			name: "spread of exactly 10% is not flagged",
@@ -50,12 +50,12 @@ func TestEvalRows(t *testing.T) {
 		{
 			name: "spread over 10% says so",
 			row:  row{subject: ns("BenchmarkNoisy"), other: ptr(ns("BenchmarkBase"))},
-			subj: "100 ns ±20%", ratio: "1.00× ±9.1%", noteHas: "spread over 10%: measured ±20%",
+			subj: "100 ns ±20%", ratio: "0.909× ±32%", noteHas: "spread over 10%: measured ±20%, ratio ±32%",
 		},
 		{
 			name: "absent benchmark is not measured, never estimated",
 			row:  row{subject: ns("BenchmarkCacheL1Hit/serial"), other: ptr(ns("BenchmarkBase"))},
-			subj: "*not measured: BenchmarkCacheL1Hit/serial absent*", ratio: "—", noteEmpty: true,
+			subj: "*not measured: BenchmarkCacheL1Hit/serial absent*", ratio: "—", noteHas: "outlier rounds dropped: compared 1",
 		},
 		{
 			name: "failed benchmark says why",
@@ -75,7 +75,7 @@ func TestEvalRows(t *testing.T) {
 		{
 			name: "a failed round unpairs the ratio and is counted",
 			row:  row{subject: ns("BenchmarkPartial"), other: ptr(ns("BenchmarkBase"))},
-			subj: "100 ns ±0.0%", ratio: "1.00× ±10%", noteHas: "1 failed round(s) left out",
+			subj: "100 ns ±0.0%", ratio: "1.00× ±0.0%", noteHas: "1 failed round(s) left out",
 		},
 		{
 			name: "quotient measure divides round by round",
@@ -131,4 +131,31 @@ func TestTableMarksNotMeasuredAndEscapes(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		require.Equal(t, 9, strings.Count(l, "|")-strings.Count(l, `\|`), "every line has 8 cells: %s", l)
 	}
+}
+
+func TestInterleavedRatio(t *testing.T) {
+	t.Parallel()
+	// Separate benchmarks disagree wildly round by round; the interleaved
+	// one says 2×, and its ratio is the one reported.
+	in := lines("BenchmarkGet", "ns/op", 40000, 150000, 45000, 160000, 50000) +
+		lines("BenchmarkRistretto", "ns/op", 100, 100, 100, 100, 100) +
+		lines("BenchmarkCompareGap", "ratio", 400, 410, 390, 395, 405)
+	r := parseString(t, in)
+	rs := []row{
+		{subject: ns("BenchmarkGet"), other: ptr(ns("BenchmarkRistretto")), paired: "BenchmarkCompareGap", seed: 40, seedOnRatio: true},
+		{subject: ns("BenchmarkGet"), other: ptr(ns("BenchmarkRistretto")), paired: "BenchmarkCompareMissing"},
+	}
+	rrs := r.evalRows(rs)
+
+	got := rrs[0]
+	require.True(t, got.interleaved)
+	require.Equal(t, "400× ±2.5%", ratioCell(got))
+	require.Equal(t, "50.0 µs ±220%", sideCell(got.subj, got.subject), "the sides stay the standalone figures")
+	require.Contains(t, strings.Join(got.notes, "; "), "ratio interleaved (BenchmarkCompareGap)")
+	require.Equal(t, "40.0× (10.0×)", seedCell(got), "the seed's ratio sits beside our ratio")
+
+	fallback := rrs[1]
+	require.False(t, fallback.interleaved)
+	require.Equal(t, "500× ±220%", ratioCell(fallback))
+	require.Contains(t, strings.Join(fallback.notes, "; "), "ratio of separate benchmarks: BenchmarkCompareMissing absent")
 }

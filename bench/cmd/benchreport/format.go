@@ -20,7 +20,7 @@ func sig3(v float64) string {
 
 // isTime reports whether unit is nanoseconds per something.
 func isTime(unit string) bool {
-	return unit == unitNs || strings.HasSuffix(unit, "-ns")
+	return strings.HasSuffix(unit, "ns/op") || strings.HasSuffix(unit, "-ns")
 }
 
 // fmtNs formats nanoseconds with a fitting unit: 762 ns, 31.0 µs, 1.25 ms.

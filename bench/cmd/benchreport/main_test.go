@@ -24,6 +24,9 @@ func realisticOutput() string {
 		if rw.other != nil {
 			ms = append(ms, *rw.other)
 		}
+		if rw.paired != "" {
+			ms = append(ms, ns(rw.paired))
+		}
 		for _, m := range ms {
 			for _, name := range m.benches() {
 				if isOurs(name) || seen[name] {
@@ -33,7 +36,7 @@ func realisticOutput() string {
 				for round := range 5 {
 					v := 1000.0 + float64(round)
 					b.WriteString(name + "-2 \t 1000 \t ")
-					b.WriteString(strings.TrimSpace(fmtFloat(v)) + " ns/op \t 9 p50-ns \t 20 p99-ns \t 4000 jobs/s \t 0 B/op \t 0 allocs/op\n")
+					b.WriteString(strings.TrimSpace(fmtFloat(v)) + " ns/op \t 9 p50-ns \t 20 p99-ns \t 4000 jobs/s \t 1 a-ns/op \t 1 b-ns/op \t 1.5 ratio \t 0 B/op \t 0 allocs/op\n")
 				}
 			}
 		}
@@ -66,7 +69,7 @@ func TestRunWritesReportChartAndBaseline(t *testing.T) {
 	require.Contains(t, string(report), "- command: make bench")
 	require.Contains(t, string(report), "![tiers and peers, log scale](chart.svg)")
 	for _, e := range expectedOurs {
-		require.Contains(t, string(report), "- `"+e.name+"`: ", "the report lists what is not measured yet")
+		require.Contains(t, string(report), "- `"+e.name+"` (in `"+e.where+"`): ", "the report lists what is not measured yet")
 	}
 
 	chart, err := os.ReadFile(svg)

@@ -54,6 +54,13 @@ func seedCell(rr rowResult) string {
 	if rr.seed == 0 {
 		return ""
 	}
+	if rr.seedOnRatio {
+		s := fmtValue(rr.seed, "×")
+		if rr.ratio != nil {
+			s += fmt.Sprintf(" (%s×)", sig3(rr.ratio.median/rr.seed))
+		}
+		return s
+	}
 	s := fmtValue(rr.seed, rr.subject.unit())
 	if rr.subj.ok {
 		s += fmt.Sprintf(" (%s×)", sig3(rr.subj.sum.median/rr.seed))
@@ -111,8 +118,9 @@ func writeReport(w io.Writer, res *results, rrs []rowResult, info reportInfo, ch
 	fmt.Fprintln(w, "Absolute numbers on a shared 2-core machine are noise; a ratio of two figures measured in the same")
 	fmt.Fprintln(w, "round of the same run, on the same valkey-server, is not. *Ratio* is the measured median divided by the")
 	fmt.Fprintln(w, "compared median, in the row's unit: for times (ns, p50, p99) below 1× means faster; for jobs/s and")
-	fmt.Fprintln(w, "speed-ups above 1× means faster. *Spread* is the largest deviation of any round from the median; a row")
-	fmt.Fprintln(w, "whose spread exceeds 10% says so in *Note*. *Seed* is the seed's published figure (Elixir ETS on")
+	fmt.Fprintln(w, "speed-ups above 1× means faster. *Spread* is the largest deviation of any kept round from the median")
+	fmt.Fprintln(w, "(rounds beyond 1.5 × IQR are dropped as outliers, and *Note* counts them); a row whose spread exceeds")
+	fmt.Fprintln(w, "10% says so in *Note*. *Seed* is the seed's published figure (Elixir ETS on")
 	fmt.Fprintln(w, "another machine), shown for reference and never enforced. *allocs/op* is measured / compared.")
 	fmt.Fprintln(w, "A row whose benchmark did not run says *not measured*; nothing is estimated.")
 	fmt.Fprintln(w)
@@ -123,11 +131,12 @@ func writeReport(w io.Writer, res *results, rrs []rowResult, info reportInfo, ch
 	if len(missing) > 0 {
 		fmt.Fprintln(w, "## Not measured yet: benchmarks of ours the rows wait for")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Each row above whose *Measured* cell says *not measured* fills in when its benchmark exists in")
-		fmt.Fprintln(w, "`bench/` (core module) under this name:")
+		fmt.Fprintln(w, "Each row above whose *Measured* cell says *not measured* fills in when its benchmark exists under")
+		fmt.Fprintln(w, "this name (bench/ is package bench of the core module; bench/peers/ the nested module, which")
+		fmt.Fprintln(w, "imports our packages through its replace directive):")
 		fmt.Fprintln(w)
 		for _, e := range missing {
-			fmt.Fprintf(w, "- `%s`: %s\n", e.name, e.what)
+			fmt.Fprintf(w, "- `%s` (in `%s`): %s\n", e.name, e.where, e.what)
 		}
 		fmt.Fprintln(w)
 	}
@@ -144,9 +153,15 @@ func writeReport(w io.Writer, res *results, rrs []rowResult, info reportInfo, ch
 	fmt.Fprintln(w, "- Rounds are interleaved: each round runs every core benchmark once, then every peer benchmark once")
 	fmt.Fprintln(w, "  (`-count 1`), then the end-to-end job benchmarks of both, so drift over the run hits both sides")
 	fmt.Fprintln(w, "  of a ratio alike.")
-	fmt.Fprintln(w, "- Summaries follow benchstat: the median over the rounds, and as spread the largest deviation from it.")
-	fmt.Fprintln(w, "  A ratio divides round by round (paired) and summarizes the quotients the same way; when rounds")
-	fmt.Fprintln(w, "  cannot be paired (a round failed) it divides the medians and adds the spreads, and says so.")
+	fmt.Fprintln(w, "- Summaries follow the original benchstat: rounds outside Tukey's fences (1.5 × IQR beyond the")
+	fmt.Fprintln(w, "  quartiles, with 4 rounds or more) are dropped as outliers; of the rest, the median, and as spread")
+	fmt.Fprintln(w, "  the largest deviation from it.")
+	fmt.Fprintln(w, "- A ratio whose row names an interleaved benchmark (`bench.Compare`, *Note*: ratio interleaved) is")
+	fmt.Fprintln(w, "  that benchmark's: both operations run in alternating blocks of about 0.5 ms, and each round")
+	fmt.Fprintln(w, "  reports the median of the per-block ratios. Figures taken a millisecond apart share the machine's")
+	fmt.Fprintln(w, "  state; figures a second apart on this shared machine do not (see the A/A row for the floor).")
+	fmt.Fprintln(w, "- Any other ratio divides round by round (paired) and summarizes the quotients the same way; when")
+	fmt.Fprintln(w, "  rounds cannot be paired (a round failed) it divides the medians and adds the spreads, and says so.")
 	fmt.Fprintf(w, "- `make bench-check` reruns everything and fails when a guarded ratio (a row of ours) is worse than\n")
 	fmt.Fprintf(w, "  in `bench/baseline.json` by more than %s (override with `BENCH_TOLERANCE`).\n", pct(tolerance))
 }

@@ -15,6 +15,9 @@ import (
 func TestRowsAreConsistent(t *testing.T) {
 	t.Parallel()
 	defined := benchmarkFuncs(t, filepath.Join("..", ".."), filepath.Join("..", "..", "peers"))
+	for _, name := range []string{baseCmpAA, baseCmpTierGap, peerCmpGoRedis, peerCmpAsynq} {
+		require.True(t, defined[name], "%s is not defined", name)
+	}
 
 	ids := map[string]bool{}
 	used := map[string]bool{}
@@ -35,6 +38,10 @@ func TestRowsAreConsistent(t *testing.T) {
 		if rw.other != nil {
 			ms = append(ms, *rw.other)
 		}
+		if rw.paired != "" {
+			require.NotNil(t, rw.other, "%s: an interleaved ratio needs a compared side", rw.id)
+			ms = append(ms, ns(rw.paired))
+		}
 		for _, m := range ms {
 			for _, name := range m.benches() {
 				used[name] = true
@@ -50,6 +57,7 @@ func TestRowsAreConsistent(t *testing.T) {
 	for _, e := range expectedOurs {
 		require.True(t, used[e.name], "expected benchmark %s is used by no row", e.name)
 		require.NotEmpty(t, e.what, e.name)
+		require.Contains(t, []string{core, peersMod}, e.where, e.name)
 	}
 	for _, cb := range chartBars {
 		unit := cb.m.unit()

@@ -5,35 +5,59 @@ import (
 	"slices"
 )
 
-// summary is benchstat's summary of a set of runs: the median, which one
-// slow round cannot drag, and the spread, the largest deviation of any run
-// from the median as a fraction of the median. The spread is the honest
-// bound: every run lies within median × (1 ± spread).
+// summary is benchstat's summary of a set of runs (the method of the
+// original benchstat, with the median in place of the mean): rounds outside
+// Tukey's fences (more than 1.5 × IQR beyond the quartiles) are dropped as
+// outliers, and of the rest we report the median, which one slow round
+// cannot drag, and the spread, the largest deviation of any kept round from
+// the median as a fraction of the median: every kept round lies within
+// median × (1 ± spread). With fewer than 4 rounds nothing is dropped.
 type summary struct {
-	n              int
+	n              int // rounds kept
+	outliers       int // rounds dropped
 	median, spread float64
-	min, max       float64
+	min, max       float64 // of the kept rounds
 }
+
+// minForOutliers is the fewest rounds whose quartiles mean anything.
+const minForOutliers = 4
 
 // summarize summarizes xs; it needs at least one value.
 func summarize(xs []float64) summary {
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	n := len(s)
-	var med float64
-	if n%2 == 1 {
-		med = s[n/2]
-	} else {
-		med = (s[n/2-1] + s[n/2]) / 2
+	kept := s
+	if len(s) >= minForOutliers {
+		q1, q3 := quantile(s, 0.25), quantile(s, 0.75)
+		lo, hi := q1-1.5*(q3-q1), q3+1.5*(q3-q1)
+		kept = kept[:0:0]
+		for _, v := range s {
+			if v >= lo && v <= hi {
+				kept = append(kept, v)
+			}
+		}
 	}
-	dev := math.Max(med-s[0], s[n-1]-med)
+	n := len(kept)
+	med := quantile(kept, 0.5)
+	dev := math.Max(med-kept[0], kept[n-1]-med)
 	spread := 0.0
 	if med != 0 {
 		spread = dev / math.Abs(med)
 	} else if dev != 0 {
 		spread = math.Inf(1)
 	}
-	return summary{n: n, median: med, spread: spread, min: s[0], max: s[n-1]}
+	return summary{n: n, outliers: len(s) - n, median: med, spread: spread, min: kept[0], max: kept[n-1]}
+}
+
+// quantile is the q-quantile of sorted s by linear interpolation between
+// the closest ranks (the R-7 / numpy default); q = 0.5 is the median.
+func quantile(s []float64, q float64) float64 {
+	pos := q * float64(len(s)-1)
+	i := int(math.Floor(pos))
+	if i >= len(s)-1 {
+		return s[len(s)-1]
+	}
+	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
 }
 
 // divide returns a/b. When both have one value per round (the same count,
