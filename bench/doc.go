@@ -23,6 +23,15 @@
 //	}
 //	lat.Report(b) // p50-ns and p99-ns beside ns/op
 //
+// A ratio that a target rests on is measured with [Compare], which runs the
+// two operations in alternating blocks of about half a millisecond and
+// reports the median per-block ratio: on a shared machine two benchmarks a
+// second apart can differ threefold, two blocks a millisecond apart do not.
+//
+//	bench.Compare(b,
+//		bench.Side{Name: "ours", Op: func(b *testing.B) { table.Get(ctx, id) }},
+//		bench.Side{Name: "get", Op: func(b *testing.B) { rawGet(ctx, key) }})
+//
 // The seed's published figures ([SeedL1HitNs], [SeedL2GetNs],
 // [SeedL1L2Ratio]) are constants here so that the report and the benchmarks
 // quote them from one place.

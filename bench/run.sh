@@ -13,12 +13,14 @@
 # Rounds are interleaved (core, peers, core jobs, peers jobs; repeat) so that
 # drift during the run affects both sides of every ratio alike.
 #
-# Knobs (environment): BENCH_COUNT rounds (default 10; at least 5 for a
+# Knobs (environment): BENCH_COUNT rounds (default 8; at least 5 for a
 # report: more, shorter rounds give the medians and the outlier filter more
 # to work with than fewer long ones), BENCH_TIME -benchtime of the ordinary
 # benchmarks (default 500ms), BENCH_JOBS -benchtime of the end-to-end job
 # benchmarks (default 4000x: jobs are enqueued before the timer, so b.N is
-# fixed), BENCH_TOLERANCE for check (default 0.20).
+# fixed), BENCH_TOLERANCE for check (default 0.20), BENCH_GUARD_ALL=1 to
+# make check compare every row with a direction, the baselines' and peers'
+# too, not only the rows of our code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,7 +28,7 @@ root=$PWD
 mode=${1:-report}
 case $mode in
 report | check)
-	count=${BENCH_COUNT:-10}
+	count=${BENCH_COUNT:-8}
 	btime=${BENCH_TIME:-500ms}
 	jobs=${BENCH_JOBS:-4000x}
 	;;
@@ -70,6 +72,7 @@ errlog=$work/stderr.txt
 : >"$errlog"
 
 started=$(date +%s)
+load_start=$(cut -d' ' -f1 /proc/loadavg)
 
 log "building benchmark binaries and the report tool"
 go build -o "$work/benchreport" ./bench/cmd/benchreport
@@ -159,6 +162,7 @@ args=(
 	-env "date=$(date -u +%Y-%m-%dT%H:%MZ)"
 	-env "wall time of the run=$((elapsed / 60))m$((elapsed % 60))s (build, server start and all rounds)"
 	-env "machine=$(nproc) cores ($cpu), $mem, $(uname -sr); shared with other work, so absolute figures are noisy"
+	-env "load average (1 min) at start and end=$load_start, $(cut -d' ' -f1 /proc/loadavg) (above 2 on 2 cores: other work competed for the CPU)"
 	-env "Go=$(go env GOVERSION), GOMAXPROCS=${GOMAXPROCS:-$(nproc)}"
 	-env "valkey-server=$valkey_version (one throwaway instance, no persistence, loopback)"
 	-env "peers module=$peers_note"
@@ -173,7 +177,9 @@ report)
 	log "wrote bench/REPORT.md, bench/chart.svg, bench/baseline.json, bench/raw.txt in $((elapsed / 60))m$((elapsed % 60))s"
 	;;
 check)
-	"$work/benchreport" "${args[@]}" -check "$root/bench/baseline.json" -tolerance "$tolerance" "$raw" || status=$?
+	guard=()
+	[ "${BENCH_GUARD_ALL:-0}" = 1 ] && guard=(-guard-all)
+	"$work/benchreport" "${args[@]}" -check "$root/bench/baseline.json" -tolerance "$tolerance" "${guard[@]}" "$raw" || status=$?
 	;;
 quick)
 	"$work/benchreport" "${args[@]}" "$raw" || status=$?

@@ -58,4 +58,3 @@ func BenchmarkCompareAsynqEnqueue(b *testing.B) {
 		}
 	}}, get)
 }
-

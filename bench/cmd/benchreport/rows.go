@@ -11,9 +11,10 @@ import "github.com/echocache/echocache/bench"
 // -GOMAXPROCS suffix. A sub-benchmark name must not end in -<digits>, which
 // would be taken for that suffix.
 
-// Benchmarks of our own code, in the core module's bench/ package. None is
-// written yet: each is expected under exactly this name (see the report's
-// "not measured" list and bench/REPORT.md for what each must measure).
+// Benchmarks of our own code, in the core module's bench/ package (one in
+// bench/peers, where asynq is). None is written yet: each is expected under
+// exactly this name, and expectedOurs below says what each must measure.
+// Adding one is writing the benchmark; its rows fill in by themselves.
 const (
 	oursL1Serial      = "BenchmarkCacheL1Hit/serial"
 	oursL1Parallel    = "BenchmarkCacheL1Hit/parallel"
