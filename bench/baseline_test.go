@@ -27,9 +27,6 @@ const (
 	// rowTTL is the TTL of rows written by fill benchmarks; long enough to
 	// outlive a run, short enough not to pile up on a reused server.
 	rowTTL = 10 * time.Minute
-	// waitTimeout bounds any wait for a message inside a benchmark, so a lost
-	// message fails the benchmark instead of hanging the run.
-	waitTimeout = 30 * time.Second
 )
 
 // newRistretto returns a ristretto cache sized like a small L1 table holding
@@ -178,76 +175,17 @@ func BenchmarkValkeyMGet(b *testing.B) {
 	}
 }
 
-// invalPayload is the size and shape of an invalidation message (epoch,
-// sequence, one id), so the raw round trip carries what ours will.
-const invalPayload = "1:123456:42"
-
 // BenchmarkPubSubRoundTrip is the propagation baseline: a raw SPUBLISH on a
 // table's invalidation channel (sharded pub/sub) until a second client's
-// valkey-go Receive callback sees it. ns/op is the mean round trip; p50-ns
-// and p99-ns are its percentiles.
+// valkey-go Receive callback sees it (bench.PubSubRoundTrip). ns/op is the
+// mean round trip; p50-ns and p99-ns are its percentiles.
 func BenchmarkPubSubRoundTrip(b *testing.B) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	srv := valkeytest.Shared(b)
-	pub, sub := srv.Client(b), srv.Client(b)
-	ch := benchTable(b).Inval()
-
-	got := make(chan struct{}, 1)
-	subCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		done <- sub.Receive(subCtx, sub.B().Ssubscribe().Channel(ch).Build(), func(valkey.PubSubMessage) {
-			select {
-			case got <- struct{}{}:
-			default: // cannot happen: one message in flight at a time
-			}
-		})
-	}()
-	defer func() {
-		stop()
-		<-done
-	}()
-	waitSubscribed(b, ctx, pub, ch, got)
-
+	side := PubSubRoundTrip(b, srv.Client(b), srv.Client(b), benchTable(b).Inval())
 	var lat Latencies
 	b.ReportAllocs()
 	for b.Loop() {
-		start := time.Now()
-		n, err := pub.Do(ctx, pub.B().Spublish().Channel(ch).Message(invalPayload).Build()).AsInt64()
-		if err != nil || n != 1 {
-			b.Fatalf("SPUBLISH: %d receivers, %v", n, err)
-		}
-		select {
-		case <-got:
-		case <-ctx.Done():
-			b.Fatal("message not received")
-		}
-		lat.Add(time.Since(start))
+		lat.Add(side.Op(b))
 	}
 	lat.Report(b)
-}
-
-// waitSubscribed publishes probes on ch until one reaches a subscriber (the
-// SSUBSCRIBE has taken effect) and consumes that probe's signal on got, so the
-// measured loop starts with nothing in flight.
-func waitSubscribed(b *testing.B, ctx context.Context, c valkey.Client, ch string, got <-chan struct{}) {
-	b.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		n, err := c.Do(ctx, c.B().Spublish().Channel(ch).Message("probe").Build()).AsInt64()
-		require.NoError(b, err)
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("no subscriber on %s after %v", ch, waitTimeout)
-		}
-		time.Sleep(time.Millisecond) // the subscribe is in flight; nothing to await but its effect
-	}
-	select {
-	case <-got:
-	case <-time.After(waitTimeout):
-		b.Fatal("probe not received")
-	}
 }

@@ -88,3 +88,50 @@ func blockSize(b *testing.B, a, base Side) int {
 	}
 	return int(min(max(compareBlockTarget/slow, 1), maxBlockOps))
 }
+
+// LatencySide is one side of a [CompareLatency]: an operation that returns
+// the duration of the span it measures, so that it can leave out its own
+// setup (re-arming a cache entry, say).
+type LatencySide struct {
+	Name string
+	Op   func(b *testing.B) time.Duration
+}
+
+// Units of [CompareLatency]'s ratio metrics.
+const (
+	UnitP50Ratio = "p50-ratio"
+	UnitP99Ratio = "p99-ratio"
+)
+
+// CompareLatency is [Compare] for latency distributions: each of the b.N
+// iterations runs one operation of each side, alternating which goes first,
+// and it reports each side's percentiles ("<name>-p50-ns", "<name>-p99-ns")
+// and a's percentile divided by base's ([UnitP50Ratio], [UnitP99Ratio]).
+// Both distributions sample the same moments of the machine, so their ratio
+// holds where two separate benchmarks' percentiles do not.
+func CompareLatency(b *testing.B, a, base LatencySide) {
+	b.Helper()
+	var la, lb Latencies
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			la.Add(a.Op(b))
+			lb.Add(base.Op(b))
+		} else {
+			lb.Add(base.Op(b))
+			la.Add(a.Op(b))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(0, "ns/op")
+	pa50, pa99 := la.Percentile(50), la.Percentile(99)
+	pb50, pb99 := lb.Percentile(50), lb.Percentile(99)
+	b.ReportMetric(float64(pa50.Nanoseconds()), a.Name+"-"+UnitP50)
+	b.ReportMetric(float64(pa99.Nanoseconds()), a.Name+"-"+UnitP99)
+	b.ReportMetric(float64(pb50.Nanoseconds()), base.Name+"-"+UnitP50)
+	b.ReportMetric(float64(pb99.Nanoseconds()), base.Name+"-"+UnitP99)
+	if pb50 > 0 && pb99 > 0 {
+		b.ReportMetric(float64(pa50)/float64(pb50), UnitP50Ratio)
+		b.ReportMetric(float64(pa99)/float64(pb99), UnitP99Ratio)
+	}
+}

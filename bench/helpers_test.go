@@ -107,3 +107,32 @@ func TestBlockSize(t *testing.T) {
 	slow := Side{"slow", func(*testing.B) { time.Sleep(2 * time.Millisecond) }}
 	require.Equal(t, 1, blockSize(b, noop, slow), "an operation slower than the target gets blocks of one")
 }
+
+func TestCompareLatencyReportsPercentilesAndRatios(t *testing.T) {
+	t.Parallel()
+	// Each side reports a synthetic span (1 in 50 ops slow), so the
+	// percentiles and their ratios are exact; the spin only bounds b.N.
+	side := func(name string, fast, slow time.Duration) LatencySide {
+		i := 0
+		return LatencySide{Name: name, Op: func(*testing.B) time.Duration {
+			for start := time.Now(); time.Since(start) < 5*time.Microsecond; {
+			}
+			i++
+			if i%50 == 0 {
+				return slow
+			}
+			return fast
+		}}
+	}
+	res := testing.Benchmark(func(b *testing.B) {
+		CompareLatency(b, side("ours", 300*time.Microsecond, 3*time.Millisecond), side("raw", 100*time.Microsecond, time.Millisecond))
+	})
+	require.Positive(t, res.N)
+	require.Equal(t, 300e3, res.Extra["ours-p50-ns"])
+	require.Equal(t, 100e3, res.Extra["raw-p50-ns"])
+	require.InDelta(t, 3, res.Extra[UnitP50Ratio], 1e-9)
+	if res.N >= 50 { // 2% of the ops are slow: the p99 is slow once there are some
+		require.Equal(t, 3e6, res.Extra["ours-p99-ns"])
+		require.InDelta(t, 3, res.Extra[UnitP99Ratio], 1e-9)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/echocache/echocache/bench"
 	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
 )
 
 // getSide is the raw valkey-go GET of the core module's BenchmarkValkeyGet as
@@ -57,4 +58,18 @@ func BenchmarkCompareAsynqEnqueue(b *testing.B) {
 			b.Fatal(err)
 		}
 	}}, get)
+}
+
+// BenchmarkCompareCSCPubSub is valkey-go's client-side caching invalidation
+// against a raw SPUBLISH→receive round trip, alternating op by op, so the
+// ratio of their percentiles holds on a noisy machine.
+func BenchmarkCompareCSCPubSub(b *testing.B) {
+	srv := valkeytest.Shared(b)
+	csc, check := cscInvalidation(b)
+	t, err := keys.NewTable(bench.UniqueName(b.Name()))
+	require.NoError(b, err)
+	pubsub := bench.PubSubRoundTrip(b, srv.Client(b), srv.Client(b), t.Inval())
+	b.ReportAllocs()
+	bench.CompareLatency(b, csc, pubsub)
+	check()
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-
-	"github.com/echocache/echocache/bench"
 )
 
 // ref names one metric of one benchmark.
@@ -72,11 +70,11 @@ type row struct {
 	better  direction
 	guard   bool   // bench-check fails when this ratio worsens
 	target  string // the aim for the ratio, if it states one
-	// paired names a bench.Compare benchmark measuring subject against
-	// other in interleaved blocks; when it ran, the ratio is its, which
-	// survives the machine's noise far better than dividing two separate
-	// benchmarks.
-	paired string
+	// paired names the ratio metric of a bench.Compare or
+	// bench.CompareLatency benchmark measuring subject against other
+	// interleaved; when it ran, the ratio is its, which survives the
+	// machine's noise far better than dividing two separate benchmarks.
+	paired *ref
 	// seedOnRatio: the seed figure is a ratio, to set beside the ratio
 	// column rather than the measured one.
 	seedOnRatio bool
@@ -166,8 +164,8 @@ func (r *results) evalRows(rs []row) []rowResult {
 		if rw.other != nil {
 			rr.oth = r.eval(*rw.other)
 		}
-		if rw.paired != "" {
-			vals, why := r.values(ref{rw.paired, bench.UnitRatio})
+		if rw.paired != nil {
+			vals, why := r.values(*rw.paired)
 			if why == "" {
 				q := summarize(vals)
 				rr.ratio, rr.paired, rr.interleaved = &q, true, true
@@ -253,7 +251,7 @@ func notes(rr rowResult) []string {
 	}
 	switch {
 	case rr.interleaved:
-		n = append(n, "ratio interleaved ("+rr.row.paired+")")
+		n = append(n, "ratio interleaved ("+rr.row.paired.bench+")")
 	case rr.ratio != nil && rr.pairedWhy != "":
 		n = append(n, "ratio of separate benchmarks: "+rr.pairedWhy)
 	}

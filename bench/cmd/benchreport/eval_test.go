@@ -142,8 +142,8 @@ func TestInterleavedRatio(t *testing.T) {
 		lines("BenchmarkCompareGap", "ratio", 400, 410, 390, 395, 405)
 	r := parseString(t, in)
 	rs := []row{
-		{subject: ns("BenchmarkGet"), other: ptr(ns("BenchmarkRistretto")), paired: "BenchmarkCompareGap", seed: 40, seedOnRatio: true},
-		{subject: ns("BenchmarkGet"), other: ptr(ns("BenchmarkRistretto")), paired: "BenchmarkCompareMissing"},
+		{subject: ns("BenchmarkGet"), other: ptr(ns("BenchmarkRistretto")), paired: cmp("BenchmarkCompareGap"), seed: 40, seedOnRatio: true},
+		{subject: ns("BenchmarkGet"), other: ptr(ns("BenchmarkRistretto")), paired: cmp("BenchmarkCompareMissing")},
 	}
 	rrs := r.evalRows(rs)
 

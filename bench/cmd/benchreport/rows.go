@@ -38,6 +38,8 @@ const (
 	oursCmpGetMany       = "BenchmarkCompareGetMany"
 	oursCmpClaimComplete = "BenchmarkCompareClaimComplete"
 	oursCmpEnqueue       = "BenchmarkCompareEnqueue" // in bench/peers: asynq is there
+	oursCmpInval         = "BenchmarkCompareInvalidation"
+	oursCmpInvalCSC      = "BenchmarkCompareInvalidationCSC" // in bench/peers
 )
 
 // Baselines (core module, bench/baseline_test.go).
@@ -67,6 +69,7 @@ const (
 	peerAsynqJobs20     = "BenchmarkAsynqJobs/c=20"
 	peerCmpGoRedis      = "BenchmarkCompareGoRedisRemote"
 	peerCmpAsynq        = "BenchmarkCompareAsynqEnqueue"
+	peerCmpCSC          = "BenchmarkCompareCSCPubSub"
 )
 
 const (
@@ -75,6 +78,14 @@ const (
 	unitP99  = bench.UnitP99
 	unitJobs = bench.UnitJobsPerSec
 )
+
+// cmp is the ratio of a bench.Compare benchmark.
+func cmp(name string) *ref { return &ref{name, bench.UnitRatio} }
+
+// cmpP50 and cmpP99 are the percentile ratios of a bench.CompareLatency
+// benchmark.
+func cmpP50(name string) *ref { return &ref{name, bench.UnitP50Ratio} }
+func cmpP99(name string) *ref { return &ref{name, bench.UnitP99Ratio} }
 
 // ns is the ns/op of a benchmark.
 func ns(name string) measure { return measure{num: ref{name, unitNs}} }
@@ -107,6 +118,8 @@ var expectedOurs = []expected{
 	{oursGetMany, core, "Table.GetMany of 100 ids all present in L2, L1 disabled; ns/op per call (baseline: one MGET of 100 rows)"},
 	{oursCmpGetMany, core, `bench.Compare of the same against Side{"mget", one MGET of the 100 rows}`},
 	{oursInvalidation, core, "Invalidate in one cache object until the other's L1 entry is dropped; p50-ns/p99-ns from bench.Latencies over that span (write sent → remote drop), as BenchmarkPubSubRoundTrip"},
+	{oursCmpInval, core, `bench.CompareLatency(b, LatencySide{"ours", that span}, bench.PubSubRoundTrip(...)); the propagation rows' ratios vs raw pub/sub`},
+	{oursCmpInvalCSC, peersMod, `bench.CompareLatency(b, LatencySide{"ours", that span}, cscInvalidation(b)) in bench/peers; the ratios vs valkey-go CSC`},
 	{oursEnqueue, core, "one job enqueued per op (payload as the peers' jobPayload)"},
 	{oursCmpEnqueue, peersMod, `bench.Compare(b, Side{"ours", enqueue one job}, Side{"asynq", asynq Client.Enqueue}) in bench/peers, which imports our packages`},
 	{oursEnqueueBatch, core, "jobs enqueued in batches of 100; ns/op per job (b.N jobs in total)"},
@@ -136,26 +149,26 @@ func isOurs(name string) bool {
 // rows is the report, in order.
 var rows = []row{
 	// EchoCache read path.
-	{id: "l1-hit-serial", section: secCache, name: "L1 hit, serial: Table.Get ÷ raw ristretto Get", subject: ns(oursL1Serial), other: ptr(ns(baseRistrettoSerial)), paired: oursCmpL1, seed: bench.SeedL1HitNs, better: lower, guard: true, target: "≤ 1.5×"},
+	{id: "l1-hit-serial", section: secCache, name: "L1 hit, serial: Table.Get ÷ raw ristretto Get", subject: ns(oursL1Serial), other: ptr(ns(baseRistrettoSerial)), paired: cmp(oursCmpL1), seed: bench.SeedL1HitNs, better: lower, guard: true, target: "≤ 1.5×"},
 	{id: "l1-hit-parallel", section: secCache, name: "L1 hit, parallel: Table.Get ÷ raw ristretto Get", subject: ns(oursL1Parallel), other: ptr(ns(baseRistrettoParallel)), better: lower, guard: true},
 	{id: "l1-scaling", section: secCache, name: "L1 parallel speed-up (serial ÷ parallel ns/op), ours ÷ ristretto's", subject: quot(oursL1Serial, oursL1Parallel), other: ptr(quot(baseRistrettoSerial, baseRistrettoParallel)), better: higher, target: "≈ GOMAXPROCS"},
 	{id: "l1-vs-docache", section: secCache, name: "L1 hit ÷ valkey-go DoCache hit (decoded row)", subject: ns(oursL1Serial), other: ptr(ns(peerDoCacheSerial)), better: lower, guard: true},
 	{id: "l1-vs-goredis", section: secCache, name: "L1 hit ÷ go-redis/cache local hit", subject: ns(oursL1Serial), other: ptr(ns(peerGoRedisLocal)), better: lower, guard: true},
-	{id: "l2-hit-serial", section: secCache, name: "L2 hit, serial (L1 off): Table.Get ÷ raw GET", subject: ns(oursL2Serial), other: ptr(ns(baseGetSerial)), paired: oursCmpL2, seed: bench.SeedL2GetNs, better: lower, guard: true, target: "≤ 1.15×"},
+	{id: "l2-hit-serial", section: secCache, name: "L2 hit, serial (L1 off): Table.Get ÷ raw GET", subject: ns(oursL2Serial), other: ptr(ns(baseGetSerial)), paired: cmp(oursCmpL2), seed: bench.SeedL2GetNs, better: lower, guard: true, target: "≤ 1.15×"},
 	{id: "l2-hit-parallel", section: secCache, name: "L2 hit, parallel (L1 off): Table.Get ÷ raw GET", subject: ns(oursL2Parallel), other: ptr(ns(baseGetParallel)), better: lower, guard: true},
 	{id: "l2-vs-goredis", section: secCache, name: "L2 hit ÷ go-redis/cache remote hit", subject: ns(oursL2Serial), other: ptr(ns(peerGoRedisRemote)), better: lower, guard: true},
 	{id: "tier-gap", section: secCache, name: "L2 hit ÷ L1 hit (the tier gap), ours ÷ raw GET ÷ raw ristretto", subject: quot(oursL2Serial, oursL1Serial), other: ptr(quot(baseGetSerial, baseRistrettoSerial)), seed: bench.SeedL1L2Ratio},
-	{id: "miss-fill", section: secCache, name: "miss and fill (loader returns at once) ÷ raw GET miss + SET PX", subject: ns(oursMissFill), other: ptr(ns(baseMissFill)), paired: oursCmpMissFill, better: lower, guard: true},
-	{id: "getmany", section: secCache, name: "GetMany of 100 L2 rows ÷ raw MGET of 100", subject: ns(oursGetMany), other: ptr(ns(baseMGet)), paired: oursCmpGetMany, better: lower, guard: true},
-	{id: "inval-p50-raw", section: secCache, name: "invalidation propagation p50 ÷ raw SPUBLISH→receive p50", subject: metric(oursInvalidation, unitP50), other: ptr(metric(basePubSub, unitP50)), better: lower, guard: true},
-	{id: "inval-p99-raw", section: secCache, name: "invalidation propagation p99 ÷ raw SPUBLISH→receive p99", subject: metric(oursInvalidation, unitP99), other: ptr(metric(basePubSub, unitP99)), better: lower, guard: true, target: "≤ 2×"},
-	{id: "inval-p50-csc", section: secCache, name: "invalidation propagation p50 ÷ valkey-go CSC invalidation p50", subject: metric(oursInvalidation, unitP50), other: ptr(metric(peerCSCInval, unitP50)), better: lower, guard: true},
-	{id: "inval-p99-csc", section: secCache, name: "invalidation propagation p99 ÷ valkey-go CSC invalidation p99", subject: metric(oursInvalidation, unitP99), other: ptr(metric(peerCSCInval, unitP99)), better: lower, guard: true},
+	{id: "miss-fill", section: secCache, name: "miss and fill (loader returns at once) ÷ raw GET miss + SET PX", subject: ns(oursMissFill), other: ptr(ns(baseMissFill)), paired: cmp(oursCmpMissFill), better: lower, guard: true},
+	{id: "getmany", section: secCache, name: "GetMany of 100 L2 rows ÷ raw MGET of 100", subject: ns(oursGetMany), other: ptr(ns(baseMGet)), paired: cmp(oursCmpGetMany), better: lower, guard: true},
+	{id: "inval-p50-raw", section: secCache, name: "invalidation propagation p50 ÷ raw SPUBLISH→receive p50", subject: metric(oursInvalidation, unitP50), other: ptr(metric(basePubSub, unitP50)), paired: cmpP50(oursCmpInval), better: lower, guard: true},
+	{id: "inval-p99-raw", section: secCache, name: "invalidation propagation p99 ÷ raw SPUBLISH→receive p99", subject: metric(oursInvalidation, unitP99), other: ptr(metric(basePubSub, unitP99)), paired: cmpP99(oursCmpInval), better: lower, guard: true, target: "≤ 2×"},
+	{id: "inval-p50-csc", section: secCache, name: "invalidation propagation p50 ÷ valkey-go CSC invalidation p50", subject: metric(oursInvalidation, unitP50), other: ptr(metric(peerCSCInval, unitP50)), paired: cmpP50(oursCmpInvalCSC), better: lower, guard: true},
+	{id: "inval-p99-csc", section: secCache, name: "invalidation propagation p99 ÷ valkey-go CSC invalidation p99", subject: metric(oursInvalidation, unitP99), other: ptr(metric(peerCSCInval, unitP99)), paired: cmpP99(oursCmpInvalCSC), better: lower, guard: true},
 
 	// EchoMQ bus.
-	{id: "enqueue-single", section: secBus, name: "enqueue, one job ÷ asynq Enqueue", subject: ns(oursEnqueue), other: ptr(ns(peerAsynqEnqueue)), paired: oursCmpEnqueue, better: lower, guard: true},
+	{id: "enqueue-single", section: secBus, name: "enqueue, one job ÷ asynq Enqueue", subject: ns(oursEnqueue), other: ptr(ns(peerAsynqEnqueue)), paired: cmp(oursCmpEnqueue), better: lower, guard: true},
 	{id: "enqueue-batch", section: secBus, name: "enqueue in batches of 100, per job ÷ asynq Enqueue", subject: ns(oursEnqueueBatch), other: ptr(ns(peerAsynqEnqueue)), better: lower, guard: true},
-	{id: "claim-complete", section: secBus, name: "claim + complete, per job ÷ one raw GET round trip", subject: ns(oursClaimComplete), other: ptr(ns(baseGetSerial)), paired: oursCmpClaimComplete, better: lower, guard: true},
+	{id: "claim-complete", section: secBus, name: "claim + complete, per job ÷ one raw GET round trip", subject: ns(oursClaimComplete), other: ptr(ns(baseGetSerial)), paired: cmp(oursCmpClaimComplete), better: lower, guard: true},
 	{id: "jobs-c1", section: secBus, name: "end-to-end jobs/s, concurrency 1 ÷ asynq", subject: metric(oursJobs1, unitJobs), other: ptr(metric(peerAsynqJobs1, unitJobs)), better: higher, guard: true},
 	{id: "jobs-c8", section: secBus, name: "end-to-end jobs/s, concurrency 8 ÷ asynq", subject: metric(oursJobs8, unitJobs), other: ptr(metric(peerAsynqJobs8, unitJobs)), better: higher, guard: true},
 	{id: "jobs-c20", section: secBus, name: "end-to-end jobs/s, concurrency 20 ÷ asynq", subject: metric(oursJobs20, unitJobs), other: ptr(metric(peerAsynqJobs20, unitJobs)), better: higher, guard: true, target: "≥ 6×"},
@@ -163,8 +176,8 @@ var rows = []row{
 	// Baselines and peers on their own.
 	{id: "base-ristretto", section: secContext, name: "raw ristretto Get, serial (vs the seed's L1 hit)", subject: ns(baseRistrettoSerial), seed: bench.SeedL1HitNs},
 	{id: "base-get", section: secContext, name: "raw valkey-go GET, serial (vs the seed's L2 GET)", subject: ns(baseGetSerial), seed: bench.SeedL2GetNs},
-	{id: "base-aa", section: secContext, name: "A/A: raw GET ÷ raw GET, interleaved (the noise floor of every interleaved ratio)", subject: metric(baseCmpAA, "a-ns/op"), other: ptr(metric(baseCmpAA, "b-ns/op")), paired: baseCmpAA, target: "1×"},
-	{id: "base-tier-gap", section: secContext, name: "raw GET ÷ raw ristretto Get: the tier gap (the seed's 40×)", subject: ns(baseGetSerial), other: ptr(ns(baseRistrettoSerial)), paired: baseCmpTierGap, seed: bench.SeedL1L2Ratio, seedOnRatio: true},
+	{id: "base-aa", section: secContext, name: "A/A: raw GET ÷ raw GET, interleaved (the noise floor of every interleaved ratio)", subject: metric(baseCmpAA, "a-ns/op"), other: ptr(metric(baseCmpAA, "b-ns/op")), paired: cmp(baseCmpAA), target: "1×"},
+	{id: "base-tier-gap", section: secContext, name: "raw GET ÷ raw ristretto Get: the tier gap (the seed's 40×)", subject: ns(baseGetSerial), other: ptr(ns(baseRistrettoSerial)), paired: cmp(baseCmpTierGap), seed: bench.SeedL1L2Ratio, seedOnRatio: true},
 	{id: "base-ristretto-scaling", section: secContext, name: "raw ristretto parallel speed-up (serial ÷ parallel)", subject: quot(baseRistrettoSerial, baseRistrettoParallel)},
 	{id: "base-get-parallel", section: secContext, name: "raw GET, parallel ÷ serial (auto-pipelining)", subject: ns(baseGetParallel), other: ptr(ns(baseGetSerial))},
 	{id: "base-missfill", section: secContext, name: "raw GET miss + SET PX ÷ raw GET", subject: ns(baseMissFill), other: ptr(ns(baseGetSerial))},
@@ -175,10 +188,10 @@ var rows = []row{
 	{id: "peer-docache-parallel", section: secContext, name: "valkey-go DoCache hit, decoded, parallel ÷ raw ristretto Get, parallel", subject: ns(peerDoCacheParallel), other: ptr(ns(baseRistrettoParallel))},
 	{id: "peer-docache-raw", section: secContext, name: "valkey-go DoCache hit, bytes only ÷ raw ristretto Get", subject: ns(peerDoCacheRaw), other: ptr(ns(baseRistrettoSerial))},
 	{id: "peer-goredis-local", section: secContext, name: "go-redis/cache local hit ÷ raw ristretto Get", subject: ns(peerGoRedisLocal), other: ptr(ns(baseRistrettoSerial))},
-	{id: "peer-goredis-remote", section: secContext, name: "go-redis/cache remote hit ÷ raw GET", subject: ns(peerGoRedisRemote), other: ptr(ns(baseGetSerial)), paired: peerCmpGoRedis},
-	{id: "peer-csc-p50", section: secContext, name: "valkey-go CSC invalidation p50 ÷ raw SPUBLISH→receive p50", subject: metric(peerCSCInval, unitP50), other: ptr(metric(basePubSub, unitP50))},
-	{id: "peer-csc-p99", section: secContext, name: "valkey-go CSC invalidation p99 ÷ raw SPUBLISH→receive p99", subject: metric(peerCSCInval, unitP99), other: ptr(metric(basePubSub, unitP99))},
-	{id: "peer-asynq-enqueue", section: secContext, name: "asynq Enqueue ÷ raw GET", subject: ns(peerAsynqEnqueue), other: ptr(ns(baseGetSerial)), paired: peerCmpAsynq},
+	{id: "peer-goredis-remote", section: secContext, name: "go-redis/cache remote hit ÷ raw GET", subject: ns(peerGoRedisRemote), other: ptr(ns(baseGetSerial)), paired: cmp(peerCmpGoRedis)},
+	{id: "peer-csc-p50", section: secContext, name: "valkey-go CSC invalidation p50 ÷ raw SPUBLISH→receive p50", subject: metric(peerCSCInval, unitP50), other: ptr(metric(basePubSub, unitP50)), paired: cmpP50(peerCmpCSC)},
+	{id: "peer-csc-p99", section: secContext, name: "valkey-go CSC invalidation p99 ÷ raw SPUBLISH→receive p99", subject: metric(peerCSCInval, unitP99), other: ptr(metric(basePubSub, unitP99)), paired: cmpP99(peerCmpCSC)},
+	{id: "peer-asynq-enqueue", section: secContext, name: "asynq Enqueue ÷ raw GET", subject: ns(peerAsynqEnqueue), other: ptr(ns(baseGetSerial)), paired: cmp(peerCmpAsynq)},
 	{id: "peer-asynq-c1", section: secContext, name: "asynq end-to-end jobs/s, concurrency 1", subject: metric(peerAsynqJobs1, unitJobs)},
 	{id: "peer-asynq-c8", section: secContext, name: "asynq end-to-end jobs/s, concurrency 8", subject: metric(peerAsynqJobs8, unitJobs)},
 	{id: "peer-asynq-c20", section: secContext, name: "asynq end-to-end jobs/s, concurrency 20", subject: metric(peerAsynqJobs20, unitJobs)},

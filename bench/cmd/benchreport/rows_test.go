@@ -15,7 +15,7 @@ import (
 func TestRowsAreConsistent(t *testing.T) {
 	t.Parallel()
 	defined := benchmarkFuncs(t, filepath.Join("..", ".."), filepath.Join("..", "..", "peers"))
-	for _, name := range []string{baseCmpAA, baseCmpTierGap, peerCmpGoRedis, peerCmpAsynq} {
+	for _, name := range []string{baseCmpAA, baseCmpTierGap, peerCmpGoRedis, peerCmpAsynq, peerCmpCSC} {
 		require.True(t, defined[name], "%s is not defined", name)
 	}
 
@@ -38,9 +38,9 @@ func TestRowsAreConsistent(t *testing.T) {
 		if rw.other != nil {
 			ms = append(ms, *rw.other)
 		}
-		if rw.paired != "" {
+		if rw.paired != nil {
 			require.NotNil(t, rw.other, "%s: an interleaved ratio needs a compared side", rw.id)
-			ms = append(ms, ns(rw.paired))
+			ms = append(ms, measure{num: *rw.paired})
 		}
 		for _, m := range ms {
 			for _, name := range m.benches() {
