@@ -20,7 +20,7 @@ fuzz: ## Fuzz keys/ (FuzzParse) for 60 s
 bench: setup ## Benchmarks: own valkey-server, core + peers, writes bench/REPORT.md (under 15 min)
 	bash bench/run.sh report
 
-bench-check: setup ## Fresh benchmark run; fails if a ratio of ours worsens >BENCH_TOLERANCE (20%) vs bench/baseline.json
+bench-check: setup ## Fresh run; fails if a ratio of ours is worse than in bench/baseline.json by >BENCH_TOLERANCE (20%) and >its noise
 	bash bench/run.sh check
 
 bench-quick: setup ## Two short benchmark rounds, report into a temp dir (smoke test, numbers not for use)

@@ -4,7 +4,9 @@
 #   bench/run.sh report   make bench: writes bench/REPORT.md, chart.svg,
 #                         baseline.json and raw.txt, prints the table
 #   bench/run.sh check    make bench-check: a fresh run into a temp dir,
-#                         compared with bench/baseline.json
+#                         compared with bench/baseline.json: fails when a
+#                         ratio of ours is worse by more than BENCH_TOLERANCE
+#                         and more than the two runs' spreads added
 #   bench/run.sh quick    make bench-quick: 2 short rounds into a temp dir,
 #                         to see that everything runs; numbers not for use
 #

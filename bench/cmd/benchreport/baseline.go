@@ -80,13 +80,21 @@ type verdict struct {
 	// worse is how much worse the fresh ratio is, as a factor: 1.25 means
 	// 25% worse whichever direction is better; below 1 means better.
 	worse float64
+	// allowed is how much worse it may be (0.2 = 20%): the tolerance, or
+	// the two runs' spreads added when they are wider.
+	allowed float64
 }
 
 // check compares the fresh rows with the baseline. Only guarded rows are
-// compared (every row with all set). A ratio fails when it is worse by more
-// than tolerance (0.2 = 20%); a guarded ratio that the baseline has and the
-// fresh run lacks fails too, since a benchmark that stops running guards
-// nothing. failed reports whether any row failed.
+// compared (every row with a direction with all set). A ratio fails when it
+// is worse by more than tolerance (0.2 = 20%) and by more than the noise the
+// two runs measured (the baseline's ratio spread plus the fresh one's): an
+// interleaved ratio, whose spread is a few percent, is held to the
+// tolerance, while a ratio of two separate benchmarks on a busy machine is
+// held only to what its own spread can tell apart, so that the guard never
+// fails on noise it has itself reported. A guarded ratio that the baseline
+// has and the fresh run lacks fails too, since a benchmark that stops
+// running guards nothing. failed reports whether any row failed.
 func check(bl baseline, fresh []rowResult, tolerance float64, all bool) (vs []verdict, failed bool) {
 	old := map[string]baselineRow{}
 	for _, br := range bl.Rows {
@@ -112,8 +120,12 @@ func check(bl baseline, fresh []rowResult, tolerance float64, all bool) (vs []ve
 		default:
 			v := verdict{id: rr.id, name: rr.name, old: *br.Ratio, new: rr.ratio.median}
 			v.worse = worseBy(v.old, v.new, rr.better)
+			v.allowed = tolerance
+			if br.Spread != nil {
+				v.allowed = math.Max(tolerance, *br.Spread+rr.ratio.spread)
+			}
 			v.kind = verdictOK
-			if v.worse > 1+tolerance {
+			if v.worse > 1+v.allowed {
 				v.kind = verdictRegressed
 				failed = true
 			}
@@ -138,15 +150,15 @@ func worseBy(old, new float64, d direction) float64 {
 
 // writeVerdicts prints the check as a markdown table.
 func writeVerdicts(w io.Writer, vs []verdict, tolerance float64) {
-	fmt.Fprintf(w, "bench-check: ratios vs bench/baseline.json, tolerance %s\n\n", pct(tolerance))
+	fmt.Fprintf(w, "bench-check: ratios vs bench/baseline.json, tolerance %s (or the two runs' spreads added, when wider)\n\n", pct(tolerance))
 	if len(vs) == 0 {
 		fmt.Fprintln(w, "No guarded ratio is measured in the baseline or in this run: nothing to compare.")
 		return
 	}
-	fmt.Fprintln(w, "| Row | Baseline ratio | Fresh ratio | Change | Verdict |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
+	fmt.Fprintln(w, "| Row | Baseline ratio | Fresh ratio | Change | Allowed | Verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, v := range vs {
-		oldS, newS, change := "—", "—", "—"
+		oldS, newS, change, allowed := "—", "—", "—", "—"
 		if v.old != 0 {
 			oldS = sig3(v.old) + "×"
 		}
@@ -159,7 +171,8 @@ func writeVerdicts(w io.Writer, vs []verdict, tolerance float64) {
 			} else {
 				change = pct(1-v.worse) + " better"
 			}
+			allowed = pct(v.allowed) + " worse"
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", cell(v.name), oldS, newS, change, v.kind)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", cell(v.name), oldS, newS, change, allowed, v.kind)
 	}
 }

@@ -70,6 +70,22 @@ func TestCheck(t *testing.T) {
 		})
 	}
 
+	t.Run("a noisy ratio is held to its measured spread", func(t *testing.T) {
+		t.Parallel()
+		noisy := []row{{id: "time", name: "time", better: lower, guard: true}}
+		old := toBaseline(fresh(t, noisy, map[string]float64{"time": 1.0}), nil)
+		*old.Rows[0].Spread = 0.30
+		rrs := fresh(t, noisy, map[string]float64{"time": 1.38})
+		rrs[0].ratio.spread = 0.10
+		vs, failed := check(old, rrs, 0.20, false)
+		require.False(t, failed, "38 percent worse is within the 30 + 10 percent the runs measured")
+		require.InDelta(t, 0.40, vs[0].allowed, 1e-9)
+		rrs[0].ratio.median = 1.41
+		rrs[0].ratio.spread = 0.05
+		vs, failed = check(old, rrs, 0.20, false)
+		require.True(t, failed, "41 percent worse is beyond 30 + 5 percent")
+		require.Equal(t, verdictRegressed, vs[0].kind)
+	})
 	t.Run("a new ratio passes and is listed", func(t *testing.T) {
 		t.Parallel()
 		empty := toBaseline(fresh(t, rs, nil), nil)

@@ -99,7 +99,7 @@ func TestRunCheckFailsOnRegression(t *testing.T) {
 	var out bytes.Buffer
 	err := run([]string{"-check", js, slowIn}, nil, &out, io.Discard)
 	require.ErrorIs(t, err, errRegressed)
-	require.Regexp(t, regexp.MustCompile(`L1 hit, serial.*\| 1.50× \| 2.00× \| 33% worse \| REGRESSED \|`), out.String())
+	require.Regexp(t, regexp.MustCompile(`L1 hit, serial.*\| 1.50× \| 2.00× \| 33% worse \| 20% worse \| REGRESSED \|`), out.String())
 
 	// A looser tolerance lets the same change through.
 	require.NoError(t, run([]string{"-check", js, "-tolerance", "0.5", slowIn}, nil, io.Discard, io.Discard))

@@ -163,7 +163,9 @@ func writeReport(w io.Writer, res *results, rrs []rowResult, info reportInfo, ch
 	fmt.Fprintln(w, "- Any other ratio divides round by round (paired) and summarizes the quotients the same way; when")
 	fmt.Fprintln(w, "  rounds cannot be paired (a round failed) it divides the medians and adds the spreads, and says so.")
 	fmt.Fprintf(w, "- `make bench-check` reruns everything and fails when a guarded ratio (a row of ours) is worse than\n")
-	fmt.Fprintf(w, "  in `bench/baseline.json` by more than %s (override with `BENCH_TOLERANCE`).\n", pct(tolerance))
+	fmt.Fprintf(w, "  in `bench/baseline.json` by more than %s (`BENCH_TOLERANCE`) and by more than the two runs'\n", pct(tolerance))
+	fmt.Fprintln(w, "  spreads added, or is no longer measured. Interleaved ratios (spread of a few percent) are so held")
+	fmt.Fprintln(w, "  to the tolerance; a ratio of separate benchmarks only to what its own noise can tell apart.")
 }
 
 // notMeasuredOurs lists, in report order, the benchmarks of ours that the
