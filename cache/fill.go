@@ -127,7 +127,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		}
 		px := t.jitter(t.spec.TTL)
 		sent := t.clk.precise()
-		written, err := t.c.finishFill(ctx, key, token, valueRow(delta, payload), px)
+		written, err := t.c.finishFill(ctx, key, token, valueRow(token, delta, payload), px)
 		switch {
 		case err != nil:
 			// The value is good; only L2 did not take it. The caller gets it, L1 does not.
@@ -135,7 +135,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		case !written:
 			t.st.fillsRefused.Add(1)
 		default:
-			t.install(id, g, t.newEntry(v, false, sent, pttl(ms(px)), delta))
+			t.install(id, g, t.newEntry(v, false, sent, pttl(ms(px)), delta, token))
 		}
 		return &v, nil
 	case errors.Is(err, ErrNotFound):
@@ -153,7 +153,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 			t.st.fillsRefused.Add(1)
 		default:
 			var zero V
-			t.install(id, g, t.newEntry(zero, true, sent, pttl(ms(px)), delta))
+			t.install(id, g, t.newEntry(zero, true, sent, pttl(ms(px)), delta, ""))
 		}
 		return nil, ErrNotFound
 	default:

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"unsafe"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/dgraph-io/ristretto/v2/z"
 )
 
@@ -35,8 +34,7 @@ func opsFor[K ID]() idOps[K] {
 	case reflect.String:
 		return idOps[K]{
 			hash: func(k K) (uint64, uint64) {
-				s := *(*string)(unsafe.Pointer(&k))
-				return z.MemHashString(s), xxhash.Sum64String(s)
+				return z.KeyToHash(*(*string)(unsafe.Pointer(&k)))
 			},
 			format: func(k K) string { return *(*string)(unsafe.Pointer(&k)) },
 			parse: func(s string) (K, error) {

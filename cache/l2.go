@@ -147,9 +147,9 @@ func (c *Cache) reclaim(ctx context.Context, key, cur, token string, ttl time.Du
 	return n == 1, nil
 }
 
-// claimRefresh claims a value row for an early refresh.
-func (c *Cache) claimRefresh(ctx context.Context, key, token string) (bool, error) {
-	n, err := scriptRefresh.Exec(ctx, c.client, []string{key}, []string{token}).AsInt64()
+// claimRefresh claims the value row of the given version for an early refresh.
+func (c *Cache) claimRefresh(ctx context.Context, key, token, version string) (bool, error) {
+	n, err := scriptRefresh.Exec(ctx, c.client, []string{key}, []string{token, version}).AsInt64()
 	if err != nil {
 		return false, l2err("cache_refresh", key, err)
 	}

@@ -170,7 +170,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 				errs = append(errs, res.err)
 				continue
 			}
-			wrows[j], pxs[j] = valueRow(res.delta, payload), t.jitter(t.spec.TTL)
+			wrows[j], pxs[j] = valueRow(token, res.delta, payload), t.jitter(t.spec.TTL)
 		case t.spec.NegativeEnabled():
 			wrows[j], pxs[j] = notFoundRow(res.delta), t.jitter(t.spec.NegativeTTL)
 		}
@@ -192,7 +192,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		case !written[j]:
 			t.st.fillsRefused.Add(1)
 		default:
-			t.install(rest[i], gens[i], t.newEntry(res.v, !res.found, wsent, pttl(ms(pxs[j])), res.delta))
+			t.install(rest[i], gens[i], t.newEntry(res.v, !res.found, wsent, pttl(ms(pxs[j])), res.delta, token))
 		}
 	}
 	return raced, errors.Join(append(errs, lerr)...)

@@ -42,13 +42,13 @@ func (t *Table[K, V]) maybeRefreshFromRow(id K, r row, ttl pttl, sent int64) {
 	}
 	left := int64(time.Duration(ttl) * time.Millisecond)
 	if xfetch(left, t.spec.EarlyRefreshBeta*float64(r.delta), randFloat()) {
-		t.startRefresh(id, sent+left)
+		t.startRefresh(id, sent+left, r.version)
 	}
 }
 
-// startRefresh starts one background refresh of id, unless this process started one for
-// the same row already (rowExpires is that row's expiry).
-func (t *Table[K, V]) startRefresh(id K, rowExpires int64) {
+// startRefresh starts one background refresh of the row version of id, unless this process
+// started one for the same row already (rowExpires is that row's expiry).
+func (t *Table[K, V]) startRefresh(id K, rowExpires int64, version string) {
 	idStr := t.ops.format(id)
 	now := t.clk.precise()
 	t.refreshMu.Lock()
@@ -74,13 +74,14 @@ func (t *Table[K, V]) startRefresh(id K, rowExpires int64) {
 	}
 	go func() {
 		defer t.c.leave()
-		t.refresh(id, idStr)
+		t.refresh(id, idStr, version)
 	}()
 }
 
 // refresh claims the row for an early refresh (cache_refresh), loads, and writes the new row
-// over the claim with cache_fill. If another process claimed it first, it does nothing.
-func (t *Table[K, V]) refresh(id K, idStr string) {
+// over the claim with cache_fill. If the row is no longer that version, or another process
+// claimed it first, it does nothing.
+func (t *Table[K, V]) refresh(id K, idStr, version string) {
 	defer func() {
 		if p := recover(); p != nil {
 			t.c.log.Error("cache: early refresh panicked", "table", t.spec.Name, "id", idStr, "panic", p, "stack", string(debug.Stack()))
@@ -94,7 +95,7 @@ func (t *Table[K, V]) refresh(id K, idStr string) {
 	defer cancel()
 	g := t.gens.read(stripeOf(id, t.ops))
 	token := newToken()
-	claimed, err := t.c.claimRefresh(ctx, key, token)
+	claimed, err := t.c.claimRefresh(ctx, key, token, version)
 	if err != nil {
 		t.c.log.Warn("cache: claiming an early refresh failed", "table", t.spec.Name, "id", idStr, "err", err)
 		return

@@ -9,15 +9,17 @@ import (
 // The L2 row format. Every row EchoCache writes opens with a three-byte header: a magic
 // byte, the format version and the kind. What follows depends on the kind:
 //
-//	value      EC 01 'V' | load time (uint32 big-endian, microseconds) | payload (codec bytes)
+//	value      EC 01 'V' | version (16 bytes) | load time (uint32 BE, microseconds) | payload
 //	not found  EC 01 'N' | load time
 //	fill lease EC 01 'L' | token (16 bytes)
-//	refreshing EC 01 'R' | token (16 bytes) | load time | payload
+//	refreshing EC 01 'R' | token (16 bytes) | version | load time | payload
 //
 // A fill lease is the placeholder a filler writes with SET NX PX before it calls the loader;
-// "refreshing" is a value row claimed by one process for an early refresh (XFetch): readers
-// use its value while the claimant loads. The load time travels with the value so that
-// every process scales its early-refresh probability by it. The lua scripts cache_fill,
+// its token becomes the version of the value row the filler writes. "Refreshing" is a value
+// row claimed by one process for an early refresh (XFetch): readers use its value while the
+// claimant loads, and a claim names the version it refreshes, so a process whose copy is of
+// an older version cannot refresh a row that was refreshed meanwhile. The load time travels
+// with the value so that every process scales its early-refresh probability by it. The lua scripts cache_fill,
 // cache_refresh and cache_reclaim read and write the same format.
 //
 // A row that does not parse (another format version, a foreign writer, corrupt bytes) is a
@@ -46,10 +48,11 @@ const (
 	rowCorrupt                 // bytes this version cannot read
 )
 
-// row is a parsed L2 row. payload aliases the bytes read.
+// row is a parsed L2 row. Its strings alias the bytes read.
 type row struct {
 	kind    rowKind
-	token   string        // lease and refresh rows
+	token   string        // lease rows, and value rows claimed for refresh: the claim
+	version string        // value rows: the token of the fill that wrote it
 	delta   time.Duration // value and not-found rows: how long the load took
 	payload string        // value rows
 }
@@ -67,12 +70,18 @@ func parseRow(s string) row {
 		}
 		return row{kind: rowLease, token: body}
 	case kindValue, kindNotFound, kindRefresh:
-		var token string
+		var token, version string
 		if s[2] == kindRefresh {
 			if len(body) < tokenLen {
 				return row{kind: rowCorrupt}
 			}
 			token, body = body[:tokenLen], body[tokenLen:]
+		}
+		if s[2] != kindNotFound {
+			if len(body) < tokenLen {
+				return row{kind: rowCorrupt}
+			}
+			version, body = body[:tokenLen], body[tokenLen:]
 		}
 		if len(body) < deltaLen {
 			return row{kind: rowCorrupt}
@@ -85,7 +94,7 @@ func parseRow(s string) row {
 			}
 			return row{kind: rowNotFound, delta: delta}
 		}
-		return row{kind: rowValue, token: token, delta: delta, payload: body[deltaLen:]}
+		return row{kind: rowValue, token: token, version: version, delta: delta, payload: body[deltaLen:]}
 	}
 	return row{kind: rowCorrupt}
 }
@@ -102,10 +111,11 @@ func micros(d time.Duration) uint32 {
 	return uint32(us)
 }
 
-// valueRow builds a value row around payload.
-func valueRow(delta time.Duration, payload []byte) string {
-	b := make([]byte, 0, headerLen+deltaLen+len(payload))
+// valueRow builds a value row of the given version (the writer's token) around payload.
+func valueRow(version string, delta time.Duration, payload []byte) string {
+	b := make([]byte, 0, headerLen+tokenLen+deltaLen+len(payload))
 	b = append(b, rowMagic, rowVersion, kindValue)
+	b = append(b, version...)
 	b = binary.BigEndian.AppendUint32(b, micros(delta))
 	return string(append(b, payload...))
 }

@@ -86,15 +86,17 @@ type entry[V any] struct {
 	refreshFrom int64
 	// deltaBeta is XFetch's delta*beta in nanoseconds.
 	deltaBeta float64
+	// version is the row version the entry was copied from: what an early refresh claims.
+	version string
 	// refreshTried keeps a hot entry from starting more than one refresh.
 	refreshTried atomic.Bool
 }
 
 // tableStats are the counters off the hot path.
 type tableStats struct {
-	l2Hits, misses, loads, loadErrors, loadNanos   atomic.Int64
-	fillsRefused, installsRefused, corrupt         atomic.Int64
-	earlyRefreshes, leaseWaits, leaseTakeovers     atomic.Int64
+	l2Hits, misses, loads, loadErrors, loadNanos atomic.Int64
+	fillsRefused, installsRefused, corrupt       atomic.Int64
+	earlyRefreshes, leaseWaits, leaseTakeovers   atomic.Int64
 }
 
 // Stats are a table's counters since it was made.
@@ -196,7 +198,9 @@ func (t *Table[K, V]) Get(ctx context.Context, id K) (V, error) {
 	if t.l1 != nil {
 		if e, ok := t.l1.Get(id); ok {
 			if t.clk.now() < e.check || t.nearDeadline(id, e) {
-				t.hits.add(1)
+				if t.hits.add(1)&(clockEvery-1) == 0 {
+					t.clk.advance()
+				}
 				if e.notFound {
 					var zero V
 					return zero, ErrNotFound
@@ -219,7 +223,7 @@ func (t *Table[K, V]) nearDeadline(id K, e *entry[V]) bool {
 	}
 	if now >= e.refreshFrom && xfetch(e.rowExpires-now, e.deltaBeta, randFloat()) &&
 		e.refreshTried.CompareAndSwap(false, true) {
-		t.startRefresh(id, e.rowExpires)
+		t.startRefresh(id, e.rowExpires, e.version)
 	}
 	return true
 }
@@ -273,14 +277,14 @@ func (t *Table[K, V]) fromRow(id K, idStr string, g gen, r row, ttl pttl, sent i
 		}
 		t.st.l2Hits.Add(1)
 		if ttl != pttlGone {
-			t.install(id, g, t.newEntry(v, false, sent, ttl, r.delta))
+			t.install(id, g, t.newEntry(v, false, sent, ttl, r.delta, r.version))
 			t.maybeRefreshFromRow(id, r, ttl, sent)
 		}
 		return v, nil, true
 	case rowNotFound:
 		t.st.l2Hits.Add(1)
 		if ttl != pttlGone {
-			t.install(id, g, t.newEntry(v, true, sent, ttl, r.delta))
+			t.install(id, g, t.newEntry(v, true, sent, ttl, r.delta, ""))
 		}
 		return v, ErrNotFound, true
 	}
@@ -288,8 +292,8 @@ func (t *Table[K, V]) fromRow(id K, idStr string, g gen, r row, ttl pttl, sent i
 }
 
 // newEntry builds an L1 entry for a value (or a not-found) whose row had ttl left at base.
-func (t *Table[K, V]) newEntry(v V, notFound bool, base int64, ttl pttl, delta time.Duration) *entry[V] {
-	e := &entry[V]{value: v, notFound: notFound, rowExpires: math.MaxInt64, refreshFrom: math.MaxInt64}
+func (t *Table[K, V]) newEntry(v V, notFound bool, base int64, ttl pttl, delta time.Duration, version string) *entry[V] {
+	e := &entry[V]{value: v, notFound: notFound, rowExpires: math.MaxInt64, refreshFrom: math.MaxInt64, version: version}
 	l1 := t.spec.L1TTL
 	if ttl >= 0 {
 		rowTTL := time.Duration(ttl) * time.Millisecond
