@@ -33,8 +33,6 @@ func TestL1HitAllocatesNothing(t *testing.T) {
 	require.ErrorIs(t, err, cache.ErrNotFound)
 	_, err = ints.Get(ctx, 42)
 	require.NoError(t, err)
-	strs.WaitL1()
-	ints.WaitL1()
 
 	for _, tc := range []struct {
 		name string

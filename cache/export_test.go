@@ -2,14 +2,6 @@ package cache
 
 // Hooks into the package's internals, for its tests only.
 
-// WaitL1 blocks until L1 has applied every buffered write (ristretto applies new entries
-// asynchronously).
-func (t *Table[K, V]) WaitL1() {
-	if t.l1 != nil {
-		t.l1.Wait()
-	}
-}
-
 // SetHookAfterRead makes every fill call f after its L2 read, before it acts on it.
 func (t *Table[K, V]) SetHookAfterRead(f func(id string)) { t.hookAfterRead = f }
 

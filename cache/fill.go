@@ -56,7 +56,7 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 	for {
 		g := t.gens.read(stripe) // before the read: an invalidation after this refuses the install
 		sent := t.clk.precise()
-		val, exists, ttl, err := t.c.readRow(ctx, key)
+		val, exists, ttl, err := t.c.readRow(ctx, key, true) // a lease's TTL paces the wait
 		if err != nil {
 			return nil, t.fillErr(ctx, idStr, "reading the row", err)
 		}

@@ -31,7 +31,6 @@ func TestGetThreeTiers(t *testing.T) {
 		require.Equal(t, user{ID: "42", Name: "name-42"}, u)
 		require.Equal(t, int64(1), src.calls.Load())
 		require.Equal(t, "value", cache.ParsedKind(readRaw(t, client, rowKey(t, tbl, "42"))))
-		tbl.WaitL1()
 
 		_, err = tbl.Get(ctx, "42")
 		require.NoError(t, err)
@@ -55,7 +54,6 @@ func TestGetThreeTiers(t *testing.T) {
 			require.Equal(t, before.L2Hits+1, after.L2Hits, "%s: the next Get is an L2 hit", drop.name)
 			require.Equal(t, before.L1Hits, after.L1Hits, drop.name)
 			require.Equal(t, int64(1), src.calls.Load(), "%s: the loader is not called", drop.name)
-			tbl.WaitL1()
 			_, err = tbl.Get(ctx, "42")
 			require.NoError(t, err)
 			require.Equal(t, after.L1Hits+1, tbl.Stats().L1Hits, "%s: the L2 read refilled L1", drop.name)
@@ -149,7 +147,6 @@ func TestNegativeCaching(t *testing.T) {
 		p := pttlOf(t, client, key)
 		require.LessOrEqual(t, p, int64(300))
 		require.Greater(t, p, int64(200))
-		tbl.WaitL1()
 
 		_, err = tbl.Get(ctx, "ghost") // L1
 		require.ErrorIs(t, err, cache.ErrNotFound)
@@ -416,7 +413,6 @@ func TestL1NeverOutlivesRow(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), reader.Stats().L2Hits)
 		require.Zero(t, readerSrc.calls.Load())
-		reader.WaitL1()
 		_, err = reader.Get(ctx, "k")
 		require.NoError(t, err)
 		require.Equal(t, int64(1), reader.Stats().L1Hits, "L1 holds it while the row lives")
@@ -452,13 +448,11 @@ func TestInstallRefusedAfterForget(t *testing.T) {
 				_, err := tbl.Get(ctx, "k")
 				require.NoError(t, err)
 				require.Equal(t, int64(1), tbl.Stats().InstallsRefused)
-				tbl.WaitL1()
 				_, err = tbl.Get(ctx, "k")
 				require.NoError(t, err)
 				st := tbl.Stats()
 				require.Zero(t, st.L1Hits, "the refused value never reached L1")
 				require.Equal(t, int64(1), st.L2Hits, "the row was written; the next read takes it from L2")
-				tbl.WaitL1()
 				_, err = tbl.Get(ctx, "k")
 				require.NoError(t, err)
 				require.Equal(t, int64(1), tbl.Stats().L1Hits, "a later read installs normally")
@@ -502,7 +496,6 @@ func TestFillRefusedWhenLeaseGone(t *testing.T) {
 				} else {
 					require.Equal(t, tc.wantRow, cache.ParsedKind(raw))
 				}
-				tbl.WaitL1()
 				require.Zero(t, tbl.Stats().L1Hits)
 			})
 		}

@@ -114,7 +114,6 @@ func TestGetMany(t *testing.T) {
 			for _, id := range ids(30, 60) {
 				tbl.Forget(id) // in L2 only
 			}
-			tbl.WaitL1()
 			require.Equal(t, int64(60), single.calls.Load())
 
 			before := tbl.Stats()
@@ -151,7 +150,6 @@ func TestGetMany(t *testing.T) {
 			}
 			require.Equal(t, "notfound", cache.ParsedKind(readRaw(t, raw, rowKey(t, tbl, "u95"))))
 
-			tbl.WaitL1()
 			client.reset()
 			again, err := tbl.GetMany(ctx, all)
 			require.NoError(t, err)

@@ -254,7 +254,7 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, error) {
 	}
 	g := t.gens.read(stripeOf(id, t.ops))
 	sent := t.clk.precise()
-	val, exists, ttl, err := t.c.readRow(ctx, key)
+	val, exists, ttl, err := t.c.readRow(ctx, key, t.needTTL())
 	if err != nil {
 		return zero, err
 	}
@@ -266,24 +266,29 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, error) {
 	return t.fill(ctx, id, idStr, key)
 }
 
+// needTTL says whether reads need the row's PTTL: for L1's deadline or early refresh.
+func (t *Table[K, V]) needTTL() bool {
+	return t.spec.L1Enabled() || t.spec.EarlyRefreshEnabled()
+}
+
 // fromRow answers from a row read at sent (the time before the request): a value or a
 // not-found is installed in L1 (through install) and returned with done set. Anything else
 // (no row, a lease, bytes that do not decode) is left to the fill, done unset.
 func (t *Table[K, V]) fromRow(id K, idStr string, g gen, r row, ttl pttl, sent int64) (v V, err error, done bool) {
 	switch r.kind {
 	case rowValue:
-		if err := t.codec.Unmarshal([]byte(r.payload), &v); err != nil {
+		if err := decode(t.codec, r.payload, &v); err != nil {
 			return v, nil, false // the fill counts it as corrupt and replaces it
 		}
 		t.st.l2Hits.Add(1)
-		if ttl != pttlGone {
+		if ttl != pttlGone && ttl != pttlUnread {
 			t.install(id, g, t.newEntry(v, false, sent, ttl, r.delta, r.version))
 			t.maybeRefreshFromRow(id, r, ttl, sent)
 		}
 		return v, nil, true
 	case rowNotFound:
 		t.st.l2Hits.Add(1)
-		if ttl != pttlGone {
+		if ttl != pttlGone && ttl != pttlUnread {
 			t.install(id, g, t.newEntry(v, true, sent, ttl, r.delta, ""))
 		}
 		return v, ErrNotFound, true
@@ -311,9 +316,10 @@ func (t *Table[K, V]) newEntry(v V, notFound bool, base int64, ttl pttl, delta t
 
 // install is the one door into L1: every entry enters through it, so an install can be
 // refused when its id was dropped, invalidated or flushed after the read that produced it
-// began (g is the id's generation read before that read). It checks again after the write,
-// because ristretto applies new entries asynchronously: a drop that raced the write is
-// applied again, after it.
+// began (g is the id's generation read before that read). ristretto applies new entries
+// asynchronously; install waits until the entry is applied, so the caller's next Get finds
+// it (unless a full L1's admission policy turned it away), and checks the generation again
+// afterwards: a drop that raced the write is applied again, after it.
 func (t *Table[K, V]) install(id K, g gen, e *entry[V]) bool {
 	if t.l1 == nil || e.expires <= t.clk.precise() {
 		return false
@@ -323,6 +329,7 @@ func (t *Table[K, V]) install(id K, g gen, e *entry[V]) bool {
 		return false
 	}
 	t.l1.Set(id, e, 1)
+	t.l1.Wait()
 	if !t.gens.same(g) {
 		t.l1.Del(id)
 		t.st.installsRefused.Add(1)
