@@ -78,10 +78,11 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 	}, nil
 }
 
-// Close stops the cache: fills and early refreshes in flight are cancelled and waited for,
-// and every table's L1 is released. Calls on the cache's tables after Close returns answer
-// ErrClosed; calls must not race with Close itself (ristretto's L1 cannot be closed under a
-// concurrent read). Close does not close the valkey client. It is safe to call twice.
+// Close stops the cache: fills and early refreshes in flight are cancelled and waited for
+// (a loader that ignores its context is waited for until it returns), and every table's L1
+// is released. Calls on the cache's tables after Close returns answer ErrClosed. Reads must
+// not race with Close itself: ristretto cannot close an L1 under a concurrent lookup. Close
+// does not close the valkey client. It is safe to call twice.
 func (c *Cache) Close() {
 	c.mu.Lock()
 	if c.closed {
@@ -93,6 +94,8 @@ func (c *Cache) Close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.work.Wait()
+	// closed is set: no install, drop or flush starts any more, and none is under way
+	// (they hold the read lock), so the L1s can be closed.
 	c.mu.RLock()
 	for _, t := range c.tables {
 		t.closeL1()

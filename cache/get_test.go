@@ -598,3 +598,54 @@ func TestL2Unavailable(t *testing.T) {
 	require.False(t, errors.Is(err, cache.ErrNotFound))
 	require.Zero(t, src.calls.Load())
 }
+
+// TestForgetUnderLoad: drops and flushes racing reads and fills never serve a wrong value,
+// never panic, and leave the table working (run with -race).
+func TestForgetUnderLoad(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := targets[0].client(t)
+	src := &source{}
+	tbl := newTable(t, newCache(t, client), tables.Spec{L1MaxEntries: 64}, src)
+	var stop sync.WaitGroup
+	done := make(chan struct{})
+	for w := range 4 {
+		stop.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				id := strconv.Itoa((i*7 + w) % 100)
+				u, err := tbl.Get(ctx, id)
+				if err != nil || u.Name != "name-"+id {
+					t.Errorf("Get(%s) = %+v, %v", id, u, err)
+					return
+				}
+			}
+		})
+	}
+	stop.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if i%10 == 0 {
+				tbl.ForgetAll()
+			} else {
+				tbl.Forget(strconv.Itoa(i % 100))
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	})
+	time.Sleep(500 * time.Millisecond)
+	close(done)
+	stop.Wait()
+	st := tbl.Stats()
+	require.NotZero(t, st.L1Hits)
+	require.NotZero(t, st.L2Hits, "dropped ids come back from L2")
+	require.LessOrEqual(t, src.calls.Load(), int64(100), "each id is loaded at most once: its row stays in L2")
+}

@@ -95,13 +95,16 @@ type rowRead struct {
 	ttl    pttl
 }
 
-// readRows reads many rows of one table with one MGET, their PTTLs pipelined behind it:
-// one round trip. All rows of a table share a hash slot, so this holds on a cluster.
-func (c *Cache) readRows(ctx context.Context, keys []string) ([]rowRead, error) {
+// readRows reads many rows of one table with one MGET, their PTTLs (when withTTL is set)
+// pipelined behind it: one round trip. All rows of a table share a hash slot, so this holds
+// on a cluster.
+func (c *Cache) readRows(ctx context.Context, keys []string, withTTL bool) ([]rowRead, error) {
 	cmds := make(valkey.Commands, 0, 1+len(keys))
 	cmds = append(cmds, c.client.B().Mget().Key(keys...).Build())
-	for _, k := range keys {
-		cmds = append(cmds, c.client.B().Pttl().Key(k).Build())
+	if withTTL {
+		for _, k := range keys {
+			cmds = append(cmds, c.client.B().Pttl().Key(k).Build())
+		}
 	}
 	res := c.client.DoMulti(ctx, cmds...)
 	arr, err := res[0].ToArray()
@@ -115,6 +118,10 @@ func (c *Cache) readRows(ctx context.Context, keys []string) ([]rowRead, error) 
 	for i := range keys {
 		if out[i].val, out[i].exists, err = stringReply(arr[i]); err != nil {
 			return nil, l2err("MGET", keys[i], err)
+		}
+		if !withTTL {
+			out[i].ttl = pttlUnread
+			continue
 		}
 		n, err := res[1+i].AsInt64()
 		if err != nil {

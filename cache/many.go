@@ -50,7 +50,7 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 		gens[i] = t.gens.read(stripeOf(id, t.ops))
 	}
 	sent := t.clk.precise()
-	rows, err := t.c.readRows(ctx, keys)
+	rows, err := t.c.readRows(ctx, keys, t.needTTL())
 	if err != nil {
 		return out, err
 	}

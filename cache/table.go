@@ -42,9 +42,11 @@ const DefaultLoadConcurrency = 8
 // row, then the loader; GetMany does the same for many ids with one MGET and one batch-loader
 // call. Make tables with [NewTable]. A Table is safe for concurrent use.
 type Table[K ID, V any] struct {
-	// The L1 hit path reads only these three fields and the entry.
+	// The L1 hit path reads only these fields and the entry. The pad keeps the hit
+	// counter's writes off the cache line that every core reads l1 and clk from.
 	l1   *ristretto.Cache[K, *entry[V]] // nil when the spec disables L1
 	clk  *clock
+	_    [128]byte
 	hits counter
 
 	c     *Cache
@@ -62,7 +64,7 @@ type Table[K ID, V any] struct {
 	refreshMu  sync.Mutex
 	refreshing map[string]int64 // id -> do not start another refresh before this time
 
-	l1Mu sync.Mutex // serializes flushes and the final close of l1
+	l1Mu sync.Mutex // serializes flushes
 
 	// hooks for tests; nil in production.
 	hookAfterRead func(id string) // after a fill's L2 read, before it acts on it
@@ -122,7 +124,8 @@ type Stats struct {
 	// EarlyRefreshes counts early refreshes (XFetch) this process claimed and ran.
 	EarlyRefreshes int64
 	// LeaseWaits counts fills that waited on another filler's lease; LeaseTakeovers those
-	// that ended by taking over a lease whose holder never finished.
+	// that ended with this process taking the fill over because the lease went away
+	// without a row (its holder died and it expired, or the holder's load failed).
 	LeaseWaits     int64
 	LeaseTakeovers int64
 }
@@ -324,6 +327,13 @@ func (t *Table[K, V]) install(id K, g gen, e *entry[V]) bool {
 	if t.l1 == nil || e.expires <= t.clk.precise() {
 		return false
 	}
+	// Installs hold the cache's read lock so that Close, which takes the write lock before
+	// it closes L1, never closes it under one.
+	t.c.mu.RLock()
+	defer t.c.mu.RUnlock()
+	if t.c.closed {
+		return false
+	}
 	if !t.gens.same(g) {
 		t.st.installsRefused.Add(1)
 		return false
@@ -343,7 +353,11 @@ func (t *Table[K, V]) install(id K, g gen, e *entry[V]) bool {
 func (t *Table[K, V]) Forget(id K) {
 	t.gens.bump(stripeOf(id, t.ops))
 	if t.l1 != nil {
-		t.l1.Del(id)
+		t.c.mu.RLock()
+		if !t.c.closed {
+			t.l1.Del(id)
+		}
+		t.c.mu.RUnlock()
 	}
 }
 
@@ -354,11 +368,13 @@ func (t *Table[K, V]) ForgetAll() { t.flushL1() }
 func (t *Table[K, V]) flushL1() {
 	t.gens.bumpAll()
 	if t.l1 != nil {
-		t.l1Mu.Lock()
-		if !t.c.isClosed() {
+		t.c.mu.RLock()
+		defer t.c.mu.RUnlock()
+		t.l1Mu.Lock() // ristretto's Clear must not run twice at once
+		defer t.l1Mu.Unlock()
+		if !t.c.closed {
 			t.l1.Clear()
 		}
-		t.l1Mu.Unlock()
 	}
 }
 
@@ -370,11 +386,10 @@ func (t *Table[K, V]) dropIDs(ids []string) {
 	}
 }
 
+// closeL1 closes L1; Close calls it once no install, drop or flush can start.
 func (t *Table[K, V]) closeL1() {
 	if t.l1 != nil {
-		t.l1Mu.Lock()
 		t.l1.Close()
-		t.l1Mu.Unlock()
 	}
 }
 
