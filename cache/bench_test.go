@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,4 +296,41 @@ func BenchmarkL2HitVsGET(b *testing.B) {
 			b.ReportMetric(float64(ours)/float64(rawDecode), "x-get+decode")
 		})
 	}
+}
+
+// BenchmarkL1HitVsRistrettoParallel is BenchmarkL1HitVsRistretto with GOMAXPROCS goroutines
+// (b.RunParallel) hitting one key together; each goroutine alternates the rounds, and the
+// metrics are per hit, per goroutine. Run with -cpu 1,2,... to see hits scale.
+func BenchmarkL1HitVsRistrettoParallel(b *testing.B) {
+	ctx := context.Background()
+	tbl := warmTable(b, valkeytest.Shared(b).Client(b), tables.Spec{TTL: time.Hour, L1TTL: time.Hour})
+	plain := rawRistretto(b, 0)
+	const round = 1000
+	var mu sync.Mutex
+	var ours, raw time.Duration
+	var n int
+	b.RunParallel(func(pb *testing.PB) {
+		var o, r time.Duration
+		var k int
+		var u user
+		for pb.Next() {
+			start := time.Now()
+			for range round {
+				u, _ = tbl.Get(ctx, benchKey)
+			}
+			mid := time.Now()
+			for range round {
+				p, _ := plain.Get(benchKey)
+				u = *p
+			}
+			o, r, k = o+mid.Sub(start), r+time.Since(mid), k+round
+		}
+		_ = u
+		mu.Lock()
+		ours, raw, n = ours+o, raw+r, n+k
+		mu.Unlock()
+	})
+	b.ReportMetric(float64(ours)/float64(n), "ns/hit")
+	b.ReportMetric(float64(raw)/float64(n), "ns/ristretto")
+	b.ReportMetric(float64(ours)/float64(raw), "x-ristretto")
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,8 +17,9 @@ import (
 
 // Config configures a [Cache]. The zero Config is valid.
 type Config struct {
-	// Logger receives what cannot be returned to a caller: failures of background early
-	// refreshes. Default: a logger that discards.
+	// Logger receives what cannot be returned to a caller: failed background early
+	// refreshes, and L2 writes that failed after a load succeeded (the caller got its
+	// value; only the row is missing). Default: a logger that discards.
 	Logger *slog.Logger
 }
 
@@ -115,18 +115,6 @@ func (c *Cache) Stats() map[string]Stats {
 	for name, t := range c.tables {
 		out[name] = t.stats()
 	}
-	return out
-}
-
-// tableNames lists the registered tables (for errors and tests).
-func (c *Cache) tableNames() []string {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	out := make([]string, 0, len(c.tables))
-	for n := range c.tables {
-		out = append(out, n)
-	}
-	sort.Strings(out)
 	return out
 }
 

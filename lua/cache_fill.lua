@@ -6,7 +6,12 @@
 -- that expired and was taken over, or that an invalidation deleted, refuses the write, so a
 -- value loaded before an invalidation never lands in L2. An empty new row releases instead:
 -- a lease row is deleted, a refresh claim is undone (the value stays, with its TTL).
--- The row format is documented in cache/row.go.
+--
+-- The row format (cache/row.go), shared by cache_fill, cache_refresh and cache_reclaim:
+-- value "\xEC\x01V" .. version (16 bytes: the writer's token) .. load time (4 bytes,
+-- big-endian microseconds) .. payload; not found "\xEC\x01N" .. load time; fill lease
+-- "\xEC\x01L" .. token; value claimed for refresh "\xEC\x01R" .. token .. the value row
+-- without its first 3 bytes. Anything else is unreadable: readers treat it as a miss.
 --
 -- KEYS[1]  ecc:{<table>}:<id>      the L2 row
 -- ARGV[1]  token                   the caller's token: 16 bytes
