@@ -1,0 +1,36 @@
+package cache
+
+// Hooks into the package's internals, for its tests only.
+
+// SetHookAfterRead makes every fill call f after its L2 read, before it acts on it.
+func (t *Table[K, V]) SetHookAfterRead(f func(id string)) { t.hookAfterRead = f }
+
+// SetHookJoined makes every caller that joins (or starts) a fill call f.
+func (t *Table[K, V]) SetHookJoined(f func(id string)) { t.hookJoined = f }
+
+// XFetch exposes the early-refresh test.
+var XFetch = xfetch
+
+// XFetchSpan exposes where the early-refresh window opens, in units of delta*beta.
+const XFetchSpan = xfetchSpan
+
+// Row formats, for tests that plant rows.
+var (
+	ValueRow    = valueRow
+	NotFoundRow = notFoundRow
+	LeaseRow    = leaseRow
+)
+
+// ParsedKind reads a row as the cache does and names its kind.
+func ParsedKind(s string) string {
+	return [...]string{"absent", "value", "notfound", "lease", "corrupt"}[parseRow(s).kind]
+}
+
+// ParsedPayload is the payload a value row carries.
+func ParsedPayload(s string) string { return parseRow(s).payload }
+
+// FormatID and ParseID expose the id conversions of a table's key type.
+func FormatID[K ID](id K) string                        { return opsFor[K]().format(id) }
+func ParseID[K ID](s string) (K, error)                 { return opsFor[K]().parse(s) }
+func HashID[K ID](id K) (uint64, uint64)                { return opsFor[K]().hash(id) }
+func DropIDs[K ID, V any](t *Table[K, V], ids []string) { t.dropIDs(ids) }
