@@ -21,6 +21,23 @@ type Config struct {
 	// refreshes, and L2 writes that failed after a load succeeded (the caller got its
 	// value; only the row is missing). Default: a logger that discards.
 	Logger *slog.Logger
+
+	// ReconcileInterval is how often the cache reads every table's coherence record and
+	// flushes the tables whose sequence moved past the invalidations it received: the bound
+	// on how long a lost invalidation can leave a value stale. Default
+	// DefaultReconcileInterval (5 seconds).
+	ReconcileInterval time.Duration
+
+	// SubscribeTimeout bounds how long NewTable waits for the table's invalidation
+	// subscription. A table whose subscription is not confirmed keeps working without L1 (no
+	// L1 entry can miss an invalidation) until the background loop subscribes it. Default
+	// DefaultSubscribeTimeout (5 seconds).
+	SubscribeTimeout time.Duration
+
+	// SubscribeBuffer is how many invalidation messages may wait for the subscriber before
+	// it drops them; a drop flushes every table's L1, never silently. Default
+	// bus.DefaultSubscribeBuffer.
+	SubscribeBuffer int
 }
 
 // Cache is one near-cache over one Valkey client: it owns the table declarations, every
@@ -41,6 +58,8 @@ type Cache struct {
 	done   atomic.Bool // closed, for the lock-free check on the miss path
 	tables map[string]tableCore
 	work   sync.WaitGroup // fills and refreshes in flight
+
+	coh *coherence
 }
 
 // tableCore is what the cache needs of each of its typed tables, whatever K and V are:
@@ -54,6 +73,8 @@ type tableCore interface {
 	// flushL1 drops the table's whole L1 and bumps its epoch.
 	flushL1()
 	closeL1()
+	// attach gives the table its coherence state once it is declared.
+	attach(ts *tableState)
 }
 
 // New makes a Cache over client. The client should be made with DisableCache: true unless
@@ -63,19 +84,33 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 	if client == nil {
 		return nil, errors.New("cache: New: nil valkey client")
 	}
+	if cfg.ReconcileInterval < 0 || cfg.SubscribeTimeout < 0 || cfg.SubscribeBuffer < 0 {
+		return nil, errors.New("cache: New: ReconcileInterval, SubscribeTimeout and SubscribeBuffer must not be negative")
+	}
+	if cfg.ReconcileInterval > 0 && cfg.ReconcileInterval < 10*time.Millisecond {
+		return nil, errors.New("cache: New: ReconcileInterval must be at least 10ms")
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Cache{
+	c := &Cache{
 		client:  client,
 		log:     log,
 		clk:     newClock(),
 		closing: ctx,
 		cancel:  cancel,
 		tables:  make(map[string]tableCore),
-	}, nil
+	}
+	coh, err := newCoherence(c, cfg)
+	if err != nil {
+		cancel()
+		c.clk.close()
+		return nil, fmt.Errorf("cache: New: %w", err)
+	}
+	c.coh = coh
+	return c, nil
 }
 
 // Close stops the cache: fills and early refreshes in flight are cancelled and waited for
@@ -93,6 +128,7 @@ func (c *Cache) Close() {
 	c.done.Store(true)
 	c.mu.Unlock()
 	c.cancel()
+	c.coh.close() // no invalidation is applied after this
 	c.work.Wait()
 	// closed is set: no install, drop or flush starts any more, and none is under way
 	// (they hold the read lock), so the L1s can be closed.
@@ -144,6 +180,12 @@ func (c *Cache) register(spec tables.Spec, build func(tables.Table) (tableCore, 
 		return nil, ErrClosed
 	}
 	c.tables[decl.Spec.Name] = t
+	t.attach(c.coh.add(decl.Keys, t))
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.closing, c.coh.subWait)
+	defer cancel()
+	c.coh.syncTables(ctx)
+	c.mu.Lock() // for the deferred Unlock
 	return t, nil
 }
 

@@ -34,3 +34,18 @@ func FormatID[K ID](id K) string                        { return opsFor[K]().for
 func ParseID[K ID](s string) (K, error)                 { return opsFor[K]().parse(s) }
 func HashID[K ID](id K) (uint64, uint64)                { return opsFor[K]().hash(id) }
 func DropIDs[K ID, V any](t *Table[K, V], ids []string) { t.dropIDs(ids) }
+
+// SetHookBeforeInstall makes every L1 install call f first: after the L2 reply (or the
+// load) that produced the value, before the generation check.
+func (t *Table[K, V]) SetHookBeforeInstall(f func(id string)) { t.hookBeforeInstall = f }
+
+// SetHookMessage makes the subscriber call f with every invalidation message before it
+// applies it; f returning false drops the message (a lost invalidation). Set it before the
+// first table is declared.
+func (c *Cache) SetHookMessage(f func(table string, payload []byte) bool) { c.coh.hookMessage = f }
+
+// SetHookDropped makes the subscriber call f after it applied a message's ids.
+func (c *Cache) SetHookDropped(f func(table string, ids []string)) { c.coh.hookDropped = f }
+
+// Synced reports whether the table's invalidation subscription is confirmed.
+func (t *Table[K, V]) Synced() bool { return t.cs.synced.Load() }

@@ -30,6 +30,9 @@ var (
 	scriptFill    = lua.Get("cache_fill")
 	scriptRefresh = lua.Get("cache_refresh")
 	scriptReclaim = lua.Get("cache_reclaim")
+	scriptSet     = lua.Get("cache_set")
+	scriptInval   = lua.Get("cache_invalidate")
+	scriptFlush   = lua.Get("cache_flush")
 )
 
 // pttl is a row's remaining lifetime as PTTL reports it.
@@ -261,3 +264,79 @@ func (c *Cache) finishMany(ctx context.Context, keys []string, token string, row
 	}
 	return written, errs
 }
+
+// readRecords reads coherence records (HMGET epoch seq), pipelined in one round trip (valkey-go
+// splits it per slot on a cluster).
+func (c *Cache) readRecords(ctx context.Context, recordKeys []string) ([]record, error) {
+	cmds := make(valkey.Commands, len(recordKeys))
+	for i, k := range recordKeys {
+		cmds[i] = c.client.B().Hmget().Key(k).Field("epoch", "seq").Build()
+	}
+	out := make([]record, len(recordKeys))
+	for i, r := range c.client.DoMulti(ctx, cmds...) {
+		arr, err := r.ToArray()
+		if err != nil {
+			return nil, l2err("HMGET", recordKeys[i], err)
+		}
+		if len(arr) != 2 {
+			return nil, l2err("HMGET", recordKeys[i], fmt.Errorf("%d replies for 2 fields", len(arr)))
+		}
+		epoch, exists, err := stringReply(arr[0])
+		if err != nil {
+			return nil, l2err("HMGET", recordKeys[i], err)
+		}
+		if !exists {
+			continue
+		}
+		out[i] = record{exists: true, epoch: epoch}
+		if s, ok, err := stringReply(arr[1]); err == nil && ok {
+			out[i].seq, _ = strconv.ParseInt(s, 10, 64)
+		}
+	}
+	return out, nil
+}
+
+// writeReply reads the {epoch, seq} reply of cache_set and cache_invalidate.
+func writeReply(op, key string, r valkey.ValkeyResult) error {
+	if err := r.Error(); err != nil {
+		return l2err(op, key, err)
+	}
+	return nil
+}
+
+// setRow runs cache_set: write the row of id, bump the record, publish.
+func (c *Cache) setRow(ctx context.Context, tk tableKeys, id, row string, px time.Duration) error {
+	return writeReply("cache_set", tk.record, scriptSet.Exec(ctx, c.client, []string{tk.record, tk.inval},
+		[]string{newToken(), strconv.FormatInt(ms(px), 10), id, row}))
+}
+
+// invalidateRows runs cache_invalidate for ids (at most invalidateBatch of them).
+func (c *Cache) invalidateRows(ctx context.Context, tk tableKeys, ids []string) error {
+	args := make([]string, 0, 1+len(ids))
+	args = append(append(args, newToken()), ids...)
+	return writeReply("cache_invalidate", tk.record, scriptInval.Exec(ctx, c.client, []string{tk.record, tk.inval}, args))
+}
+
+// flushTable runs cache_flush until its walk ends: every row deleted, then a new epoch.
+func (c *Cache) flushTable(ctx context.Context, tk tableKeys) error {
+	token, cursor := newToken(), "0"
+	for {
+		arr, err := scriptFlush.Exec(ctx, c.client, []string{tk.record, tk.inval},
+			[]string{token, cursor, strconv.Itoa(flushScanCount)}).ToArray()
+		if err != nil {
+			return l2err("cache_flush", tk.record, err)
+		}
+		if len(arr) != 4 {
+			return l2err("cache_flush", tk.record, fmt.Errorf("%d replies, want 4", len(arr)))
+		}
+		if cursor, err = arr[0].ToString(); err != nil {
+			return l2err("cache_flush", tk.record, err)
+		}
+		if cursor == "0" {
+			return nil
+		}
+	}
+}
+
+// tableKeys are a table's coherence keys.
+type tableKeys struct{ record, inval string }

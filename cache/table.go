@@ -66,9 +66,12 @@ type Table[K ID, V any] struct {
 
 	l1Mu sync.Mutex // serializes flushes
 
+	cs *tableState // coherence: set once at declaration
+
 	// hooks for tests; nil in production.
-	hookAfterRead func(id string) // after a fill's L2 read, before it acts on it
-	hookJoined    func(id string) // after a caller joined (or started) a fill
+	hookAfterRead     func(id string) // after a fill's L2 read, before it acts on it
+	hookJoined        func(id string) // after a caller joined (or started) a fill
+	hookBeforeInstall func(id string) // after an L2 reply (or a load), before the L1 install
 }
 
 // entry is what L1 holds for one id: the decoded value (or a remembered not-found) and the
@@ -92,6 +95,8 @@ type entry[V any] struct {
 	version string
 	// refreshTried keeps a hot entry from starting more than one refresh.
 	refreshTried atomic.Bool
+	// fetched is when the value was read from L2 (or loaded): what stale-on-error bounds.
+	fetched int64
 }
 
 // tableStats are the counters off the hot path.
@@ -99,6 +104,7 @@ type tableStats struct {
 	l2Hits, misses, loads, loadErrors, loadNanos atomic.Int64
 	fillsRefused, installsRefused, corrupt       atomic.Int64
 	earlyRefreshes, leaseWaits, leaseTakeovers   atomic.Int64
+	staleServed                                  atomic.Int64
 }
 
 // Stats are a table's counters since it was made.
@@ -128,6 +134,33 @@ type Stats struct {
 	// without a row (its holder died and it expired, or the holder's load failed).
 	LeaseWaits     int64
 	LeaseTakeovers int64
+
+	// StaleServed counts Gets of a stale-on-error table answered with a stale L1 value
+	// because Valkey or the loader failed (see tables.Spec.StaleOnError).
+	StaleServed int64
+
+	// InvalidationsSent counts invalidation messages this process published for the table
+	// (one per Set, per Invalidate batch, per InvalidateAll); InvalidationsReceived those its
+	// subscriber received (its own included).
+	InvalidationsSent     int64
+	InvalidationsReceived int64
+	// Gaps counts messages that skipped sequence numbers: invalidations were lost.
+	Gaps int64
+	// Flushes counts whole-table L1 flushes the coherence made: on a gap, an epoch change
+	// (InvalidateAll, or a record lost to FLUSHALL or a restart), a subscriber overflow, or
+	// a resubscribe or reconcile that found the sequence moved past what was received.
+	// ForgetAll and InvalidateAll's own local flush are not counted.
+	Flushes int64
+	// Reconciles counts reads of the table's coherence record by the periodic reconcile
+	// and after resubscribes.
+	Reconciles int64
+	// PropagationCount, PropagationTotal and PropagationMax describe the delay from a
+	// write's script (the server's TIME, carried in the message) to this process receiving
+	// its invalidation, by this process's clock. They assume the clocks of the server's host
+	// and this process's host agree; on one host they do.
+	PropagationCount int64
+	PropagationTotal time.Duration
+	PropagationMax   time.Duration
 }
 
 // NewTable declares spec on c and returns its typed handle. load is required; opts may be
@@ -212,7 +245,7 @@ func (t *Table[K, V]) Get(ctx context.Context, id K) (V, error) {
 			}
 		}
 	}
-	return t.get(ctx, id)
+	return t.miss(ctx, id)
 }
 
 // nearDeadline decides a hit on an entry close to one of its deadlines, with the precise
@@ -301,7 +334,7 @@ func (t *Table[K, V]) fromRow(id K, idStr string, g gen, r row, ttl pttl, sent i
 
 // newEntry builds an L1 entry for a value (or a not-found) whose row had ttl left at base.
 func (t *Table[K, V]) newEntry(v V, notFound bool, base int64, ttl pttl, delta time.Duration, version string) *entry[V] {
-	e := &entry[V]{value: v, notFound: notFound, rowExpires: math.MaxInt64, refreshFrom: math.MaxInt64, version: version}
+	e := &entry[V]{value: v, notFound: notFound, rowExpires: math.MaxInt64, refreshFrom: math.MaxInt64, version: version, fetched: base}
 	l1 := t.spec.L1TTL
 	if ttl >= 0 {
 		rowTTL := time.Duration(ttl) * time.Millisecond
@@ -324,7 +357,15 @@ func (t *Table[K, V]) newEntry(v V, notFound bool, base int64, ttl pttl, delta t
 // it (unless a full L1's admission policy turned it away), and checks the generation again
 // afterwards: a drop that raced the write is applied again, after it.
 func (t *Table[K, V]) install(id K, g gen, e *entry[V]) bool {
+	if t.hookBeforeInstall != nil {
+		t.hookBeforeInstall(t.ops.format(id))
+	}
 	if t.l1 == nil || e.expires <= t.clk.precise() {
+		return false
+	}
+	// Until the table's invalidation subscription is confirmed, L1 takes nothing: an entry
+	// installed then could miss its invalidation.
+	if t.cs == nil || !t.cs.synced.Load() {
 		return false
 	}
 	// Installs hold the cache's read lock so that Close, which takes the write lock before
@@ -395,11 +436,13 @@ func (t *Table[K, V]) closeL1() {
 
 func (t *Table[K, V]) declared() tables.Table { return t.decl }
 
+func (t *Table[K, V]) attach(ts *tableState) { t.cs = ts }
+
 // Stats returns the table's counters.
 func (t *Table[K, V]) Stats() Stats { return t.stats() }
 
 func (t *Table[K, V]) stats() Stats {
-	return Stats{
+	s := Stats{
 		L1Hits:          t.hits.load(),
 		L2Hits:          t.st.l2Hits.Load(),
 		Misses:          t.st.misses.Load(),
@@ -412,7 +455,10 @@ func (t *Table[K, V]) stats() Stats {
 		EarlyRefreshes:  t.st.earlyRefreshes.Load(),
 		LeaseWaits:      t.st.leaseWaits.Load(),
 		LeaseTakeovers:  t.st.leaseTakeovers.Load(),
+		StaleServed:     t.st.staleServed.Load(),
 	}
+	t.cs.fillStats(&s)
+	return s
 }
 
 // generations are the per-id generations that make L1 installs refusable: a fill reads its

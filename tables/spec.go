@@ -23,6 +23,7 @@ const (
 	DefaultL1MaxEntries     = 10_000
 	DefaultLoaderTimeout    = 5 * time.Second
 	DefaultEarlyRefreshBeta = 1.0
+	DefaultStaleTimeout     = 250 * time.Millisecond
 )
 
 // LeaseGrace is how much longer a fill lease lives than the table's loader timeout: the
@@ -81,6 +82,19 @@ type Spec struct {
 	// last load took. Larger refreshes earlier. Default DefaultEarlyRefreshBeta (1.0); Off
 	// disables early refresh (rows are reloaded only once they have expired).
 	EarlyRefreshBeta float64
+
+	// StaleOnError opts the table into stale-on-error and bounds it: when a Get misses L1
+	// (its entry expired) and then Valkey does not answer or the loader fails, the table
+	// answers the last value this process's L1 held for the id, provided it was read from L2
+	// (or loaded) at most StaleOnError ago, and counts it in cache.Stats.StaleServed. The last
+	// value lives only in L1: an id that was invalidated, flushed or evicted has none, and
+	// then the error is returned. Default 0: off (errors are returned).
+	StaleOnError time.Duration
+
+	// StaleTimeout is how long a Get of a stale-on-error table with a stale value at hand
+	// waits for Valkey and the loader before it answers the stale value (the fill goes on in
+	// the background). Default DefaultStaleTimeout (250 ms); ignored when StaleOnError is 0.
+	StaleTimeout time.Duration
 }
 
 // Resolve validates s and returns it with every zero field replaced by its default. The
@@ -139,8 +153,19 @@ func (s Spec) Resolve() (Spec, error) {
 	case s.EarlyRefreshBeta < 0 || math.IsNaN(s.EarlyRefreshBeta) || math.IsInf(s.EarlyRefreshBeta, 0):
 		return Spec{}, bad("EarlyRefreshBeta", "positive, or tables.Off", s.EarlyRefreshBeta)
 	}
+	switch {
+	case s.StaleOnError < 0:
+		return Spec{}, bad("StaleOnError", "a positive bound, or 0 for off", s.StaleOnError)
+	case s.StaleTimeout == 0:
+		s.StaleTimeout = DefaultStaleTimeout
+	case s.StaleTimeout < time.Millisecond:
+		return Spec{}, bad("StaleTimeout", "at least 1ms", s.StaleTimeout)
+	}
 	return s, nil
 }
+
+// StaleEnabled reports whether a resolved spec serves stale values on error.
+func (s Spec) StaleEnabled() bool { return s.StaleOnError > 0 && s.L1TTL > 0 }
 
 // L1Enabled reports whether a resolved spec keeps values in L1.
 func (s Spec) L1Enabled() bool { return s.L1TTL > 0 }

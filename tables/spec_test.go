@@ -27,7 +27,9 @@ func TestResolveDefaults(t *testing.T) {
 		L1MaxEntries:     tables.DefaultL1MaxEntries,
 		LoaderTimeout:    tables.DefaultLoaderTimeout,
 		EarlyRefreshBeta: tables.DefaultEarlyRefreshBeta,
+		StaleTimeout:     tables.DefaultStaleTimeout,
 	}, s)
+	require.False(t, s.StaleEnabled(), "stale-on-error is opt-in")
 	require.True(t, s.L1Enabled())
 	require.True(t, s.NegativeEnabled())
 	require.True(t, s.EarlyRefreshEnabled())
@@ -55,7 +57,8 @@ func TestResolveOff(t *testing.T) {
 func TestResolveKeepsExplicitValues(t *testing.T) {
 	t.Parallel()
 	in := tables.Spec{Name: "t", TTL: 300 * time.Millisecond, Jitter: 0.25, L1TTL: time.Second, NegativeTTL: 5 * time.Millisecond,
-		L1MaxEntries: 7, LoaderTimeout: 2 * time.Millisecond, EarlyRefreshBeta: 2.5}
+		L1MaxEntries: 7, LoaderTimeout: 2 * time.Millisecond, EarlyRefreshBeta: 2.5,
+		StaleOnError: 3 * time.Second, StaleTimeout: 20 * time.Millisecond}
 	s, err := in.Resolve()
 	require.NoError(t, err)
 	require.Equal(t, in, s)
@@ -83,6 +86,8 @@ func TestResolveRefuses(t *testing.T) {
 		{"sub-ms LoaderTimeout", tables.Spec{Name: "t", LoaderTimeout: time.Nanosecond}, "LoaderTimeout"},
 		{"negative beta", tables.Spec{Name: "t", EarlyRefreshBeta: -2}, "EarlyRefreshBeta"},
 		{"infinite beta", tables.Spec{Name: "t", EarlyRefreshBeta: math.Inf(1)}, "EarlyRefreshBeta"},
+		{"negative StaleOnError", tables.Spec{Name: "t", StaleOnError: -time.Second}, "StaleOnError"},
+		{"sub-ms StaleTimeout", tables.Spec{Name: "t", StaleOnError: time.Second, StaleTimeout: time.Microsecond}, "StaleTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
