@@ -49,3 +49,16 @@ func (c *Cache) SetHookDropped(f func(table string, ids []string)) { c.coh.hookD
 
 // Synced reports whether the table's invalidation subscription is confirmed.
 func (t *Table[K, V]) Synced() bool { return t.cs.synced.Load() }
+
+// PeekL1 returns id's L1 entry, expired or not, without counting a hit.
+func PeekL1[K ID, V any](t *Table[K, V], id K) (V, bool) {
+	var zero V
+	if t.l1 == nil {
+		return zero, false
+	}
+	e, ok := t.l1.Get(id)
+	if !ok || e.notFound {
+		return zero, false
+	}
+	return e.value, true
+}
