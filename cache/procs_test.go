@@ -41,10 +41,18 @@ func helperKeys(table string) (counter, holder string) {
 
 // TestHelperProcess is a child of the multi-process tests, not a test of its own.
 func TestHelperProcess(t *testing.T) {
-	if os.Getenv(envHelper) != "fill" {
-		t.Skip("runs only as a child of TestSingleFlightProcesses")
+	var run func() error
+	switch os.Getenv(envHelper) {
+	case "fill":
+		run = runFillHelper
+	case "propagate":
+		run = runPropagateHelper
+	case "load":
+		run = runLoadHelper
+	default:
+		t.Skip("runs only as a child of the multi-process tests")
 	}
-	if err := runFillHelper(); err != nil {
+	if err := run(); err != nil {
 		fmt.Printf("RESULT error %v\n", err)
 		os.Exit(1)
 	}
