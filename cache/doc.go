@@ -40,8 +40,32 @@
 //	many, err := users.GetMany(ctx, []int64{1, 2, 42}) // map of the ids that exist
 //	st := users.Stats()                           // st.L1Hits, st.L2Hits, st.Loads, ...
 //
-// Coherence across processes (invalidations carried by the bus) builds on two seams kept
-// here: every L1 install passes through one method that refuses an id whose generation
-// moved since its read began ([Table.Forget] and [Table.ForgetAll] move it), and every L2
-// fill is fenced by its lease token.
+// Writes and coherence across processes: [Table.Set] (write-through) and [Table.Invalidate]
+// are one script each (cache_set, cache_invalidate) that writes or deletes the rows, bumps
+// the table's sequence in its coherence record ecc:{<table>} and SPUBLISHes the invalidation
+// (epoch, sequence, server time, ids) on the table's channel, all on the table's slot;
+// [Table.InvalidateAll] deletes every row and starts a new epoch. The writer drops its own
+// L1 entry before the call returns. Each [Cache] holds one bus subscription for all its
+// tables: a message drops its ids; a sequence gap, an epoch change (InvalidateAll, or a
+// record lost to FLUSHALL or a restart without persistence), a queue overflow, or a
+// resubscribe or reconcile (every [Config].ReconcileInterval, default 5 s) that finds the
+// sequence moved past what was received flushes that table's L1. Nothing missed, no flush;
+// a lost message costs at most one reconcile interval. Until a table's subscription is
+// confirmed its L1 takes nothing.
+//
+// Fill races: every L1 install passes through one method that refuses an id whose
+// generation (read before the L2 GET) moved meanwhile, and checks it again after the
+// install, deleting the entry if an invalidation slipped in; every L2 fill is fenced by its
+// lease token, which Set and Invalidate remove.
+//
+// Stale-on-error (opt-in, tables.Spec.StaleOnError): when L2 or the loader fails, a Get
+// answers the id's last L1 value if it was read at most StaleOnError ago, counted in
+// [Stats].StaleServed. The stale value lives only in L1: invalidated, flushed or evicted
+// ids have none. [Stats] also counts invalidations sent and received, gaps, flushes,
+// reconciles, refused installs and the propagation delay, which compares the server's TIME
+// in the message with the local clock (on one host, or with synchronized clocks).
+//
+//	err = users.Set(ctx, 42, u)          // row written, every process's L1 drops 42
+//	err = users.Invalidate(ctx, 42, 43)  // rows deleted, every L1 drops them
+//	err = users.InvalidateAll(ctx)       // every row deleted, every L1 flushed
 package cache
