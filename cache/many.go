@@ -86,7 +86,7 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 	// fills run elsewhere concurrently, so waiting one after the other costs about the
 	// longest of them.
 	for _, i := range others {
-		v, err := t.get(ctx, rest[i])
+		v, _, err := t.get(ctx, rest[i])
 		switch {
 		case err == nil:
 			out[rest[i]] = v

@@ -231,6 +231,8 @@ func (t *Table[K, V]) Spec() tables.Spec { return t.spec }
 // keeps answering so, without the loader, for the table's NegativeTTL). ctx bounds this
 // caller's wait only: a fill it started goes on for the others.
 func (t *Table[K, V]) Get(ctx context.Context, id K) (V, error) {
+	// The hit path is spelled out here rather than shared with Lookup through hit: the
+	// extra call costs about 15% of an L1 hit.
 	if t.l1 != nil {
 		if e, ok := t.l1.Get(id); ok {
 			if t.clk.now() < e.check || t.nearDeadline(id, e) {
@@ -245,7 +247,36 @@ func (t *Table[K, V]) Get(ctx context.Context, id K) (V, error) {
 			}
 		}
 	}
+	v, _, err := t.miss(ctx, id)
+	return v, err
+}
+
+// Lookup is [Table.Get] that also tells which tier answered: for per-tier latency and hit
+// ratios in the caller's own metrics.
+func (t *Table[K, V]) Lookup(ctx context.Context, id K) (V, Tier, error) {
+	if v, err, ok := t.hit(id); ok {
+		return v, TierL1, err
+	}
 	return t.miss(ctx, id)
+}
+
+// hit is Lookup's L1 hit path (Get's, written out there): ok reports a hit (of a value, or of a
+// remembered not-found, then err is ErrNotFound).
+func (t *Table[K, V]) hit(id K) (v V, err error, ok bool) {
+	if t.l1 == nil {
+		return v, nil, false
+	}
+	e, found := t.l1.Get(id)
+	if !found || t.clk.now() >= e.check && !t.nearDeadline(id, e) {
+		return v, nil, false
+	}
+	if t.hits.add(1)&(clockEvery-1) == 0 {
+		t.clk.advance()
+	}
+	if e.notFound {
+		return v, ErrNotFound, true
+	}
+	return e.value, nil, true
 }
 
 // nearDeadline decides a hit on an entry close to one of its deadlines, with the precise
@@ -278,28 +309,29 @@ func (t *Table[K, V]) l1Lookup(id K) (*entry[V], bool) {
 }
 
 // get is the miss path of Get: read the L2 row, install what it holds, or go to a fill.
-func (t *Table[K, V]) get(ctx context.Context, id K) (V, error) {
+func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	var zero V
 	idStr := t.ops.format(id)
 	key, err := t.decl.Keys.Row(idStr)
 	if err != nil {
-		return zero, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
+		return zero, TierNone, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
 	}
 	if t.c.isClosed() {
-		return zero, ErrClosed
+		return zero, TierNone, ErrClosed
 	}
 	g := t.gens.read(stripeOf(id, t.ops))
 	sent := t.clk.precise()
 	val, exists, ttl, err := t.c.readRow(ctx, key, t.needTTL())
 	if err != nil {
-		return zero, err
+		return zero, TierNone, err
 	}
 	if exists {
 		if v, err, done := t.fromRow(id, idStr, g, parseRow(val), ttl, sent); done {
-			return v, err
+			return v, TierL2, err
 		}
 	}
-	return t.fill(ctx, id, idStr, key)
+	v, err := t.fill(ctx, id, idStr, key)
+	return v, TierFill, err
 }
 
 // needTTL says whether reads need the row's PTTL: for L1's deadline or early refresh.
@@ -494,3 +526,29 @@ func (g *generations) same(r gen) bool {
 func (g *generations) bump(stripe uint32) { g.stripes[stripe].Add(1) }
 
 func (g *generations) bumpAll() { g.epoch.Add(1) }
+
+// Tier is the tier that answered a read ([Table.Lookup]).
+type Tier uint8
+
+// The tiers, fastest first.
+const (
+	TierNone  Tier = iota // no tier answered: the read failed before reaching one
+	TierL1                // the in-process L1
+	TierL2                // the L2 row in Valkey
+	TierFill              // a fill: this process's loader, or another filler's result awaited
+	TierStale             // stale-on-error: the last L1 value, served because L2 or the loader failed
+)
+
+func (t Tier) String() string {
+	switch t {
+	case TierL1:
+		return "l1"
+	case TierL2:
+		return "l2"
+	case TierFill:
+		return "loader"
+	case TierStale:
+		return "stale"
+	}
+	return "none"
+}

@@ -94,7 +94,7 @@ func (t *Table[K, V]) keys() tableKeys {
 // past its deadline but read from L2 at most StaleOnError ago) waits at most StaleTimeout
 // for L2 and the loader, and answers the stale value when they fail; the entry is not used
 // if it was invalidated meanwhile.
-func (t *Table[K, V]) miss(ctx context.Context, id K) (V, error) {
+func (t *Table[K, V]) miss(ctx context.Context, id K) (V, Tier, error) {
 	if !t.spec.StaleEnabled() || t.l1 == nil {
 		return t.get(ctx, id)
 	}
@@ -104,13 +104,13 @@ func (t *Table[K, V]) miss(ctx context.Context, id K) (V, error) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, t.spec.StaleTimeout)
 	defer cancel()
-	v, err := t.get(sctx, id)
+	v, tier, err := t.get(sctx, id)
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed) || ctx.Err() != nil {
-		return v, err
+		return v, tier, err
 	}
 	if cur, ok := t.l1.Get(id); !ok || cur != e || t.clk.precise()-e.fetched > int64(t.spec.StaleOnError) {
-		return v, err // invalidated (or replaced) meanwhile, or too old by now
+		return v, tier, err // invalidated (or replaced) meanwhile, or too old by now
 	}
 	t.st.staleServed.Add(1)
-	return e.value, nil
+	return e.value, TierStale, nil
 }
