@@ -3,6 +3,8 @@ package cache_test
 import (
 	"context"
 	"encoding/json"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -198,10 +200,43 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// The paired benchmarks below alternate EchoCache and its baseline in short rounds inside
-// one benchmark and report both, and their ratio, as metrics: on a shared, noisy machine
-// that keeps load changes out of the ratio, which separate benchmarks run minutes apart do
-// not. ns/op is the cost of one round of both and means nothing by itself.
+// The paired benchmarks below alternate EchoCache and its baselines in short rounds inside
+// one benchmark, rotating which goes first, and report the median over rounds of each one's
+// cost per operation and of their ratio. On a shared, noisy machine this keeps load changes
+// out of the ratio: separate benchmarks run seconds apart, and one load spike in a sum, do
+// not. ns/op is the cost of one round of all of them and means nothing by itself.
+
+// paired runs each of runs for round operations per benchmark iteration, in rotating order,
+// and reports the median ns per operation of each (named by names) and the median ratio of
+// the first to each of the others ("x-<name>").
+func paired(b *testing.B, round int, names []string, runs []func()) {
+	b.Helper()
+	var per [][]float64 // per round: ns/op of each run
+	for b.Loop() {
+		d := make([]float64, len(runs))
+		for k := range runs {
+			i := (k + len(per)) % len(runs)
+			start := time.Now()
+			runs[i]()
+			d[i] = float64(time.Since(start)) / float64(round)
+		}
+		per = append(per, d)
+	}
+	median := func(f func(d []float64) float64) float64 {
+		xs := make([]float64, len(per))
+		for j, d := range per {
+			xs[j] = f(d)
+		}
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	for i, name := range names {
+		b.ReportMetric(median(func(d []float64) float64 { return d[i] }), "ns/"+name)
+		if i > 0 {
+			b.ReportMetric(median(func(d []float64) float64 { return d[0] / d[i] }), "x-"+name)
+		}
+	}
+}
 
 // BenchmarkL1HitVsRistretto: an L1 hit through Table.Get against ristretto's Get of the same
 // key holding the same value, stored without a TTL (EchoCache keeps its own deadlines) and
@@ -211,33 +246,64 @@ func BenchmarkL1HitVsRistretto(b *testing.B) {
 	tbl := warmTable(b, valkeytest.Shared(b).Client(b), tables.Spec{TTL: time.Hour, L1TTL: time.Hour})
 	plain, withTTL := rawRistretto(b, 0), rawRistretto(b, time.Hour)
 	const round = 2000
-	var ours, raw, rawTTL time.Duration
-	var n int
 	b.ReportAllocs()
-	for b.Loop() {
-		start := time.Now()
-		for range round {
-			sinkUser, _ = tbl.Get(ctx, benchKey)
+	paired(b, round, []string{"hit", "ristretto", "ristretto-ttl"}, []func(){
+		func() {
+			for range round {
+				sinkUser, _ = tbl.Get(ctx, benchKey)
+			}
+		},
+		func() {
+			for range round {
+				p, _ := plain.Get(benchKey)
+				sinkUser = *p
+			}
+		},
+		func() {
+			for range round {
+				p, _ := withTTL.Get(benchKey)
+				sinkUser = *p
+			}
+		},
+	})
+}
+
+// BenchmarkL1HitVsRistrettoParallel is BenchmarkL1HitVsRistretto with GOMAXPROCS goroutines
+// hitting one key together: every round runs the same code on all of them at once (a
+// barrier starts each), and a round's time is its slowest goroutine's. Compare -cpu 1,2,...
+// to see hits scale.
+func BenchmarkL1HitVsRistrettoParallel(b *testing.B) {
+	ctx := context.Background()
+	tbl := warmTable(b, valkeytest.Shared(b).Client(b), tables.Spec{TTL: time.Hour, L1TTL: time.Hour})
+	plain := rawRistretto(b, 0)
+	const round = 2000
+	procs := runtime.GOMAXPROCS(0)
+	together := func(f func()) func() {
+		return func() {
+			var wg sync.WaitGroup
+			for range procs {
+				wg.Go(f)
+			}
+			wg.Wait()
 		}
-		mid := time.Now()
-		for range round {
-			p, _ := plain.Get(benchKey)
-			sinkUser = *p
-		}
-		mid2 := time.Now()
-		for range round {
-			p, _ := withTTL.Get(benchKey)
-			sinkUser = *p
-		}
-		end := time.Now()
-		ours, raw, rawTTL = ours+mid.Sub(start), raw+mid2.Sub(mid), rawTTL+end.Sub(mid2)
-		n += round
 	}
-	b.ReportMetric(float64(ours)/float64(n), "ns/hit")
-	b.ReportMetric(float64(raw)/float64(n), "ns/ristretto")
-	b.ReportMetric(float64(rawTTL)/float64(n), "ns/ristretto-ttl")
-	b.ReportMetric(float64(ours)/float64(raw), "x-ristretto")
-	b.ReportMetric(float64(ours)/float64(rawTTL), "x-ristretto-ttl")
+	paired(b, round*procs, []string{"hit", "ristretto"}, []func(){
+		together(func() {
+			var u user
+			for range round {
+				u, _ = tbl.Get(ctx, benchKey)
+			}
+			_ = u
+		}),
+		together(func() {
+			var u user
+			for range round {
+				p, _ := plain.Get(benchKey)
+				u = *p
+			}
+			_ = u
+		}),
+	})
 }
 
 // BenchmarkL2HitVsGET: an L2 hit through Table.Get with L1 off (header check and JSON decode
@@ -255,82 +321,35 @@ func BenchmarkL2HitVsGET(b *testing.B) {
 			client := valkeytest.Shared(b).Client(b)
 			tbl := warmTable(b, client, tables.Spec{TTL: time.Hour, L1TTL: tables.Off, EarlyRefreshBeta: tc.beta})
 			key := rowKey(b, tbl, benchKey)
-			const round = 20
-			const headerLen = 3 + 16 + 4 // see cache/row.go
-			var ours, raw, rawDecode time.Duration
-			var n int
-			b.ReportAllocs()
-			for b.Loop() {
-				start := time.Now()
-				for range round {
-					u, err := tbl.Get(ctx, benchKey)
-					if err != nil {
-						b.Fatal(err)
-					}
-					sinkUser = u
+			const headerLen = 3 + 16 + 4 + 8 // see cache/row.go
+			const round = 10
+			fail := func(err error) {
+				if err != nil {
+					b.Fatal(err)
 				}
-				mid := time.Now()
-				for range round {
-					if _, err := client.Do(ctx, client.B().Get().Key(key).Build()).ToString(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				mid2 := time.Now()
-				for range round {
-					s, err := client.Do(ctx, client.B().Get().Key(key).Build()).ToString()
-					if err != nil {
-						b.Fatal(err)
-					}
-					if err := json.Unmarshal([]byte(s[headerLen:]), &sinkUser); err != nil {
-						b.Fatal(err)
-					}
-				}
-				end := time.Now()
-				ours, raw, rawDecode = ours+mid.Sub(start), raw+mid2.Sub(mid), rawDecode+end.Sub(mid2)
-				n += round
 			}
-			b.ReportMetric(float64(ours)/float64(n), "ns/l2hit")
-			b.ReportMetric(float64(raw)/float64(n), "ns/get")
-			b.ReportMetric(float64(rawDecode)/float64(n), "ns/get+decode")
-			b.ReportMetric(float64(ours)/float64(raw), "x-get")
-			b.ReportMetric(float64(ours)/float64(rawDecode), "x-get+decode")
+			b.ReportAllocs()
+			paired(b, round, []string{"l2hit", "get", "get+decode"}, []func(){
+				func() {
+					for range round {
+						u, err := tbl.Get(ctx, benchKey)
+						fail(err)
+						sinkUser = u
+					}
+				},
+				func() {
+					for range round {
+						fail(client.Do(ctx, client.B().Get().Key(key).Build()).Error())
+					}
+				},
+				func() {
+					for range round {
+						s, err := client.Do(ctx, client.B().Get().Key(key).Build()).ToString()
+						fail(err)
+						fail(json.Unmarshal([]byte(s[headerLen:]), &sinkUser))
+					}
+				},
+			})
 		})
 	}
-}
-
-// BenchmarkL1HitVsRistrettoParallel is BenchmarkL1HitVsRistretto with GOMAXPROCS goroutines
-// (b.RunParallel) hitting one key together; each goroutine alternates the rounds, and the
-// metrics are per hit, per goroutine. Run with -cpu 1,2,... to see hits scale.
-func BenchmarkL1HitVsRistrettoParallel(b *testing.B) {
-	ctx := context.Background()
-	tbl := warmTable(b, valkeytest.Shared(b).Client(b), tables.Spec{TTL: time.Hour, L1TTL: time.Hour})
-	plain := rawRistretto(b, 0)
-	const round = 1000
-	var mu sync.Mutex
-	var ours, raw time.Duration
-	var n int
-	b.RunParallel(func(pb *testing.PB) {
-		var o, r time.Duration
-		var k int
-		var u user
-		for pb.Next() {
-			start := time.Now()
-			for range round {
-				u, _ = tbl.Get(ctx, benchKey)
-			}
-			mid := time.Now()
-			for range round {
-				p, _ := plain.Get(benchKey)
-				u = *p
-			}
-			o, r, k = o+mid.Sub(start), r+time.Since(mid), k+round
-		}
-		_ = u
-		mu.Lock()
-		ours, raw, n = ours+o, raw+r, n+k
-		mu.Unlock()
-	})
-	b.ReportMetric(float64(ours)/float64(n), "ns/hit")
-	b.ReportMetric(float64(raw)/float64(n), "ns/ristretto")
-	b.ReportMetric(float64(ours)/float64(raw), "x-ristretto")
 }

@@ -4,7 +4,10 @@
 // A read ([Table.Get]) is answered by the first tier that has the id:
 //
 //   - L1 holds decoded values: a hit is a local lookup that decodes nothing and allocates
-//     nothing. An L1 entry never outlives the L2 row it was copied from.
+//     nothing. An L1 entry never outlives the L2 row it was copied from. (Hits check
+//     deadlines against a coarse clock that the hits themselves and a ticker keep current,
+//     and against the precise clock within 20 ms of a deadline; only a process starved for
+//     longer than that, with few hits, can serve an entry late, by the starvation.)
 //   - L2 is the row ecc:{<table>}:<id>, read with its PTTL in one round trip. Its value is
 //     decoded by the table's [Codec] (JSON by default) and installed in L1.
 //   - The loader runs when neither has the id. The fill is single-flight in the process and

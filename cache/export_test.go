@@ -26,6 +26,12 @@ func ParsedKind(s string) string {
 	return [...]string{"absent", "value", "notfound", "lease", "corrupt"}[parseRow(s).kind]
 }
 
+// ParsedVersion is a value row's version, and whether the row is claimed for a refresh.
+func ParsedVersion(s string) (version string, claimed bool) {
+	r := parseRow(s)
+	return r.version, r.kind == rowValue && r.token != ""
+}
+
 // ParsedPayload is the payload a value row carries.
 func ParsedPayload(s string) string { return parseRow(s).payload }
 

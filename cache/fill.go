@@ -67,7 +67,7 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		if exists {
 			r = parseRow(val)
 		}
-		if v, err, done := t.fromRow(id, idStr, g, r, ttl, sent); done {
+		if v, err, done := t.fromRow(ctx, id, key, g, r, ttl, sent); done {
 			if err != nil {
 				return nil, err
 			}
@@ -127,7 +127,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		}
 		px := t.jitter(t.spec.TTL)
 		sent := t.clk.precise()
-		written, err := t.c.finishFill(ctx, key, token, valueRow(token, delta, payload), px)
+		written, err := t.c.finishFill(ctx, key, token, valueRow(token, delta, wallExpiry(px), payload), px)
 		switch {
 		case err != nil:
 			// The value is good; only L2 did not take it. The caller gets it, L1 does not.
@@ -161,6 +161,10 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		return nil, err
 	}
 }
+
+// wallExpiry is when a row written now with px expires, in unix ms by this host's clock: the
+// hint readers without the row's PTTL use (see row.go).
+func wallExpiry(px time.Duration) int64 { return time.Now().UnixMilli() + ms(px) }
 
 // release gives a lease (or refresh claim) back, best effort: if it fails, the lease expires.
 func (t *Table[K, V]) release(ctx context.Context, key, token string) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func TestFillPTTL(t *testing.T) {
 
 		jit := newTable(t, c, tables.Spec{Name: tableName(t) + "1", TTL: 300 * time.Millisecond, Jitter: 0.1}, &source{})
 		const fills = 1000
-		var buckets [6]int // 270-274, 275-279, ..., 295-300
+		var buckets [3]int // PX estimated in 270-279, 280-289, 290-300
 		lo, hi := int64(300), int64(0)
 		for i := range fills {
 			id := strconv.Itoa(i)
@@ -91,13 +92,13 @@ func TestFillPTTL(t *testing.T) {
 			// The row was written somewhere in [start, now], so its PX lies in [p, p+elapsed].
 			require.LessOrEqual(t, p, int64(300), "fill %d", i)
 			require.GreaterOrEqual(t, p+elapsed, int64(270), "fill %d: PTTL %d, %d ms after the fill began", i, p, elapsed)
-			lo, hi = min(lo, p), max(hi, p)
-			buckets[min(max(p-270, 0)/5, 5)]++
+			lo, hi = min(lo, p), max(hi, p+elapsed)
+			buckets[min(max(p+elapsed/2-270, 0)/10, 2)]++
 		}
 		require.Less(t, lo, int64(276), "the shortest rows come near TTL*(1-0.1)")
 		require.Greater(t, hi, int64(294), "the longest rows come near TTL")
-		for i, n := range buckets {
-			require.Greater(t, n, 80, "bucket %d of 6 holds %d of %d fills: the jitter is not uniform: %v", i, n, fills, buckets)
+		for _, n := range buckets {
+			require.Greater(t, n, 150, "a third of the range holds %d of %d fills: the jitter is not uniform: %v", n, fills, buckets)
 		}
 	})
 }
@@ -138,15 +139,15 @@ func TestNegativeCaching(t *testing.T) {
 	eachTarget(t, func(t *testing.T, client valkey.Client) {
 		ctx := context.Background()
 		src := &source{gone: map[string]bool{"ghost": true}}
-		tbl := newTable(t, newCache(t, client), tables.Spec{NegativeTTL: 300 * time.Millisecond}, src)
+		tbl := newTable(t, newCache(t, client), tables.Spec{NegativeTTL: time.Second}, src)
 		key := rowKey(t, tbl, "ghost")
 
 		_, err := tbl.Get(ctx, "ghost")
 		require.ErrorIs(t, err, cache.ErrNotFound)
 		require.Equal(t, "notfound", cache.ParsedKind(readRaw(t, client, key)))
 		p := pttlOf(t, client, key)
-		require.LessOrEqual(t, p, int64(300))
-		require.Greater(t, p, int64(200))
+		require.LessOrEqual(t, p, int64(1000), "the not-found row lives NegativeTTL (minus jitter)")
+		require.Greater(t, p, int64(500), "not the default NegativeTTL of 30 s, nor a row about to go")
 
 		_, err = tbl.Get(ctx, "ghost") // L1
 		require.ErrorIs(t, err, cache.ErrNotFound)
@@ -185,10 +186,10 @@ func TestCorruptRow(t *testing.T) {
 		{"garbage", "\x00\xff garbage \x13"},
 		{"empty", ""},
 		{"plain json", `{"id":"x","name":"from another writer"}`},
-		{"other format version", "\xec\x02V0123456789abcdef\x00\x00\x00\x01{}"},
-		{"unknown kind", "\xec\x01Z0123456789abcdef\x00\x00\x00\x01"},
-		{"short value header", "\xec\x01V0123456789abcdef\x00\x01"},
-		{"value payload not json", "\xec\x01V0123456789abcdef\x00\x00\x00\x01{not json"},
+		{"other format version", "\xec\x02V0123456789abcdef\x00\x00\x00\x01\x00\x00\x01\xa3\x00\x00\x00\x00{}"},
+		{"unknown kind", "\xec\x01Z0123456789abcdef\x00\x00\x00\x01\x00\x00\x01\xa3\x00\x00\x00\x00"},
+		{"short value header", "\xec\x01V0123456789abcdef\x00\x00\x00\x01\x00\x01"},
+		{"value payload not json", "\xec\x01V0123456789abcdef\x00\x00\x00\x01\x00\x00\x01\xa3\x00\x00\x00\x00{not json"},
 		{"lease with a short token", "\xec\x01Lshort"},
 		{"not found with a payload", "\xec\x01N\x00\x00\x00\x01xx"},
 		{"refresh claim cut short", "\xec\x01R0123456789"},
@@ -626,6 +627,7 @@ func TestForgetUnderLoad(t *testing.T) {
 			}
 		})
 	}
+	var flushes atomic.Int64
 	stop.Go(func() {
 		for i := 0; ; i++ {
 			select {
@@ -635,17 +637,45 @@ func TestForgetUnderLoad(t *testing.T) {
 			}
 			if i%10 == 0 {
 				tbl.ForgetAll()
+				flushes.Add(1)
 			} else {
 				tbl.Forget(strconv.Itoa(i % 100))
 			}
 			time.Sleep(100 * time.Microsecond)
 		}
 	})
-	time.Sleep(500 * time.Millisecond)
+	// Run until every kind of event has happened many times over, however slow the machine.
+	waitFor(t, "hits from both tiers across many flushes", 30*time.Second, func() bool {
+		st := tbl.Stats()
+		return st.L1Hits > 1000 && st.L2Hits > 100 && flushes.Load() > 50 || t.Failed()
+	})
 	close(done)
 	stop.Wait()
-	st := tbl.Stats()
-	require.NotZero(t, st.L1Hits)
-	require.NotZero(t, st.L2Hits, "dropped ids come back from L2")
 	require.LessOrEqual(t, src.calls.Load(), int64(100), "each id is loaded at most once: its row stays in L2")
+}
+
+// TestNoL1ReadsBareGET: a table without L1 reads a row far from expiry with a bare GET (its
+// PTTL serves only L1 deadlines and, near expiry, early refresh) and still answers from L2.
+func TestNoL1ReadsBareGET(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, raw valkey.Client) {
+		ctx := context.Background()
+		client := &countingClient{Client: raw}
+		src := &source{delay: time.Millisecond}
+		tbl := newTable(t, newCache(t, client), tables.Spec{TTL: time.Hour, L1TTL: tables.Off}, src)
+		_, err := tbl.Get(ctx, "k")
+		require.NoError(t, err)
+		client.reset()
+		for range 5 {
+			u, err := tbl.Get(ctx, "k")
+			require.NoError(t, err)
+			require.Equal(t, "name-k", u.Name)
+		}
+		require.Equal(t, int64(5), tbl.Stats().L2Hits)
+		require.Equal(t, int64(1), src.calls.Load())
+		trips, _ := client.tripsWith("GET")
+		require.Equal(t, 5, trips)
+		trips, _ = client.tripsWith("PTTL")
+		require.Zero(t, trips, "no PTTL for a row with an hour to live")
+	})
 }

@@ -61,7 +61,7 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 			continue
 		}
 		r := parseRow(rr.val)
-		if v, err, done := t.fromRow(rest[i], idStrs[i], gens[i], r, rr.ttl, sent); done {
+		if v, err, done := t.fromRow(ctx, rest[i], keys[i], gens[i], r, rr.ttl, sent); done {
 			if err == nil {
 				out[rest[i]] = v
 			}
@@ -170,7 +170,8 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 				errs = append(errs, res.err)
 				continue
 			}
-			wrows[j], pxs[j] = valueRow(token, res.delta, payload), t.jitter(t.spec.TTL)
+			pxs[j] = t.jitter(t.spec.TTL)
+			wrows[j] = valueRow(token, res.delta, wallExpiry(pxs[j]), payload)
 		case t.spec.NegativeEnabled():
 			wrows[j], pxs[j] = notFoundRow(res.delta), t.jitter(t.spec.NegativeTTL)
 		}

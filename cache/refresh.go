@@ -34,14 +34,36 @@ func xfetch(left int64, deltaBeta, u float64) bool {
 
 func randFloat() float64 { return rand.Float64() }
 
-// maybeRefreshFromRow runs XFetch's test on a value row just read from L2 (ttl left, read
-// at sent), and starts a refresh if it says so and no process has claimed one.
-func (t *Table[K, V]) maybeRefreshFromRow(id K, r row, ttl pttl, sent int64) {
-	if !t.spec.EarlyRefreshEnabled() || r.token != "" || ttl < 0 || r.delta <= 0 {
+// clockSkew is how far another host's clock may be off ours for the row's expiry hint:
+// rows whose hint says they have less than their early-refresh window plus this left are
+// asked for their PTTL. A larger skew only makes a refresh start later.
+const clockSkew = time.Second
+
+// maybeRefreshFromRow runs XFetch's test on a value row just read from key at sent, with ttl
+// left (pttlUnread: not asked; then the row's expiry hint decides whether to ask), and
+// starts a refresh if it says so and no process has claimed one.
+func (t *Table[K, V]) maybeRefreshFromRow(ctx context.Context, id K, key string, r row, ttl pttl, sent int64) {
+	if !t.spec.EarlyRefreshEnabled() || r.token != "" || r.delta <= 0 {
+		return
+	}
+	deltaBeta := t.spec.EarlyRefreshBeta * float64(r.delta)
+	if ttl == pttlUnread {
+		hint := time.Duration(r.expires-time.Now().UnixMilli()) * time.Millisecond
+		if hint > time.Duration(deltaBeta*xfetchSpan)+clockSkew {
+			return // far from the window, whatever the clocks say
+		}
+		sent = t.clk.precise()
+		n, err := t.c.pttl(ctx, key)
+		if err != nil {
+			return // the value was served; the refresh just does not start
+		}
+		ttl = n
+	}
+	if ttl < 0 {
 		return
 	}
 	left := int64(time.Duration(ttl) * time.Millisecond)
-	if xfetch(left, t.spec.EarlyRefreshBeta*float64(r.delta), randFloat()) {
+	if xfetch(left, deltaBeta, randFloat()) {
 		t.startRefresh(id, sent+left, r.version)
 	}
 }

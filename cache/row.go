@@ -9,7 +9,8 @@ import (
 // The L2 row format. Every row EchoCache writes opens with a three-byte header: a magic
 // byte, the format version and the kind. What follows depends on the kind:
 //
-//	value      EC 01 'V' | version (16 bytes) | load time (uint32 BE, microseconds) | payload
+//	value      EC 01 'V' | version (16 bytes) | load time (uint32 BE, microseconds) |
+//	           expiry (uint64 BE, unix ms, the writer's clock) | payload
 //	not found  EC 01 'N' | load time
 //	fill lease EC 01 'L' | token (16 bytes)
 //	refreshing EC 01 'R' | token (16 bytes) | version | load time | payload
@@ -19,7 +20,10 @@ import (
 // row claimed by one process for an early refresh (XFetch): readers use its value while the
 // claimant loads, and a claim names the version it refreshes, so a process whose copy is of
 // an older version cannot refresh a row that was refreshed meanwhile. The load time travels
-// with the value so that every process scales its early-refresh probability by it. The lua scripts cache_fill,
+// with the value so that every process scales its early-refresh probability by it. The
+// expiry, by the writer's wall clock, tells a reader that has not asked for the row's PTTL
+// (a table without L1) whether the row may be near its end and worth asking; it is never
+// used for a deadline, so clock skew between hosts cannot make anything outlive its row. The lua scripts cache_fill,
 // cache_refresh and cache_reclaim read and write the same format.
 //
 // A row that does not parse (another format version, a foreign writer, corrupt bytes) is a
@@ -30,6 +34,7 @@ const (
 	headerLen  = 3
 	tokenLen   = 16
 	deltaLen   = 4
+	expiryLen  = 8
 
 	kindValue    = 'V'
 	kindNotFound = 'N'
@@ -54,6 +59,7 @@ type row struct {
 	token   string        // lease rows, and value rows claimed for refresh: the claim
 	version string        // value rows: the token of the fill that wrote it
 	delta   time.Duration // value and not-found rows: how long the load took
+	expires int64         // value rows: unix ms, by the writer's clock
 	payload string        // value rows
 }
 
@@ -94,7 +100,15 @@ func parseRow(s string) row {
 			}
 			return row{kind: rowNotFound, delta: delta}
 		}
-		return row{kind: rowValue, token: token, version: version, delta: delta, payload: body[deltaLen:]}
+		body = body[deltaLen:]
+		if len(body) < expiryLen {
+			return row{kind: rowCorrupt}
+		}
+		var exp uint64
+		for i := range expiryLen {
+			exp = exp<<8 | uint64(body[i])
+		}
+		return row{kind: rowValue, token: token, version: version, delta: delta, expires: int64(exp), payload: body[expiryLen:]}
 	}
 	return row{kind: rowCorrupt}
 }
@@ -111,12 +125,14 @@ func micros(d time.Duration) uint32 {
 	return uint32(us)
 }
 
-// valueRow builds a value row of the given version (the writer's token) around payload.
-func valueRow(version string, delta time.Duration, payload []byte) string {
-	b := make([]byte, 0, headerLen+tokenLen+deltaLen+len(payload))
+// valueRow builds a value row of the given version (the writer's token) around payload;
+// expires is the row's expiry in unix ms by the writer's clock.
+func valueRow(version string, delta time.Duration, expires int64, payload []byte) string {
+	b := make([]byte, 0, headerLen+tokenLen+deltaLen+expiryLen+len(payload))
 	b = append(b, rowMagic, rowVersion, kindValue)
 	b = append(b, version...)
 	b = binary.BigEndian.AppendUint32(b, micros(delta))
+	b = binary.BigEndian.AppendUint64(b, uint64(max(expires, 0)))
 	return string(append(b, payload...))
 }
 

@@ -8,7 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const ver = "VERSION000000001"
+const (
+	ver = "VERSION000000001"
+	exp = int64(1_800_000_000_000) // an expiry hint, unix ms
+)
 
 func TestRowRoundTrip(t *testing.T) {
 	t.Parallel()
@@ -17,13 +20,13 @@ func TestRowRoundTrip(t *testing.T) {
 		row  string
 		want row
 	}{
-		{"value", valueRow(ver, 1500*time.Microsecond, []byte(`{"a":1}`)), row{kind: rowValue, version: ver, delta: 1500 * time.Microsecond, payload: `{"a":1}`}},
-		{"empty payload", valueRow(ver, 0, nil), row{kind: rowValue, version: ver}},
+		{"value", valueRow(ver, 1500*time.Microsecond, exp, []byte(`{"a":1}`)), row{kind: rowValue, version: ver, delta: 1500 * time.Microsecond, expires: exp, payload: `{"a":1}`}},
+		{"empty payload", valueRow(ver, 0, 0, nil), row{kind: rowValue, version: ver}},
 		{"not found", notFoundRow(2 * time.Millisecond), row{kind: rowNotFound, delta: 2 * time.Millisecond}},
 		{"lease", leaseRow("0123456789abcdef"), row{kind: rowLease, token: "0123456789abcdef"}},
-		{"refresh claim", "\xec\x01R0123456789abcdef" + valueRow(ver, time.Millisecond, []byte("x"))[3:],
-			row{kind: rowValue, token: "0123456789abcdef", version: ver, delta: time.Millisecond, payload: "x"}},
-		{"saturated delta", valueRow(ver, 100*time.Hour, nil), row{kind: rowValue, version: ver, delta: time.Duration(1<<32-1) * time.Microsecond}},
+		{"refresh claim", "\xec\x01R0123456789abcdef" + valueRow(ver, time.Millisecond, exp, []byte("x"))[3:],
+			row{kind: rowValue, token: "0123456789abcdef", version: ver, delta: time.Millisecond, expires: exp, payload: "x"}},
+		{"saturated delta", valueRow(ver, 100*time.Hour, exp, nil), row{kind: rowValue, version: ver, delta: time.Duration(1<<32-1) * time.Microsecond, expires: exp}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -34,10 +37,11 @@ func TestRowRoundTrip(t *testing.T) {
 
 func TestRowCorrupt(t *testing.T) {
 	t.Parallel()
-	good := valueRow(ver, time.Millisecond, []byte("payload"))
+	good := valueRow(ver, time.Millisecond, exp, []byte("payload"))
 	for _, s := range []string{
 		"", "\xec", "\xec\x01", "x" + good[1:], "\xec\x02" + good[2:],
 		"\xec\x01V", "\xec\x01V" + ver, "\xec\x01V" + ver + "\x00\x00\x00", "\xec\x01Q" + good[3:],
+		"\xec\x01V" + ver + "\x00\x00\x00\x01" + "\x00\x00\x01", // a short expiry hint
 		"\xec\x01L", "\xec\x01L0123456789abcde", "\xec\x01L0123456789abcdef0",
 		"\xec\x01N", "\xec\x01N\x00\x00\x00\x00x",
 		"\xec\x01R0123456789abcdef", "\xec\x01R0123456789abcdef" + ver, "\xec\x01Rshort",
@@ -50,10 +54,10 @@ func TestRowCorrupt(t *testing.T) {
 
 // FuzzParseRow: parseRow is total (never panics) and agrees with the builders.
 func FuzzParseRow(f *testing.F) {
-	f.Add(valueRow(ver, time.Millisecond, []byte(`{"id":1}`)))
+	f.Add(valueRow(ver, time.Millisecond, exp, []byte(`{"id":1}`)))
 	f.Add(notFoundRow(0))
 	f.Add(leaseRow("0123456789abcdef"))
-	f.Add("\xec\x01R0123456789abcdef" + ver + "\x00\x00\x00\x01{}")
+	f.Add("\xec\x01R0123456789abcdef" + ver + "\x00\x00\x00\x01\x00\x00\x01\xa3\x00\x00\x00\x00{}")
 	f.Add("garbage")
 	f.Fuzz(func(t *testing.T, s string) {
 		r := parseRow(s)
@@ -61,10 +65,10 @@ func FuzzParseRow(f *testing.F) {
 		case rowValue:
 			require.Len(t, r.version, tokenLen)
 			if r.token == "" {
-				require.Equal(t, s, valueRow(r.version, r.delta, []byte(r.payload)))
+				require.Equal(t, s, valueRow(r.version, r.delta, r.expires, []byte(r.payload)))
 			} else {
 				require.Len(t, r.token, tokenLen)
-				require.Equal(t, s, "\xec\x01R"+r.token+valueRow(r.version, r.delta, []byte(r.payload))[3:])
+				require.Equal(t, s, "\xec\x01R"+r.token+valueRow(r.version, r.delta, r.expires, []byte(r.payload))[3:])
 			}
 		case rowNotFound:
 			require.Equal(t, s, notFoundRow(r.delta))

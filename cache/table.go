@@ -326,7 +326,7 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 		return zero, TierNone, err
 	}
 	if exists {
-		if v, err, done := t.fromRow(id, idStr, g, parseRow(val), ttl, sent); done {
+		if v, err, done := t.fromRow(ctx, id, key, g, parseRow(val), ttl, sent); done {
 			return v, TierL2, err
 		}
 	}
@@ -334,15 +334,15 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	return v, TierFill, err
 }
 
-// needTTL says whether reads need the row's PTTL: for L1's deadline or early refresh.
-func (t *Table[K, V]) needTTL() bool {
-	return t.spec.L1Enabled() || t.spec.EarlyRefreshEnabled()
-}
+// needTTL says whether reads need the row's PTTL: for L1's deadline. A table without L1
+// reads rows with a bare GET and asks for the PTTL only when the row's expiry hint says it
+// may be in its early-refresh window (see maybeRefreshFromRow).
+func (t *Table[K, V]) needTTL() bool { return t.spec.L1Enabled() }
 
-// fromRow answers from a row read at sent (the time before the request): a value or a
-// not-found is installed in L1 (through install) and returned with done set. Anything else
-// (no row, a lease, bytes that do not decode) is left to the fill, done unset.
-func (t *Table[K, V]) fromRow(id K, idStr string, g gen, r row, ttl pttl, sent int64) (v V, err error, done bool) {
+// fromRow answers from the row at key, read at sent (the time before the request): a value
+// or a not-found is installed in L1 (through install) and returned with done set. Anything
+// else (no row, a lease, bytes that do not decode) is left to the fill, done unset.
+func (t *Table[K, V]) fromRow(ctx context.Context, id K, key string, g gen, r row, ttl pttl, sent int64) (v V, err error, done bool) {
 	switch r.kind {
 	case rowValue:
 		if err := decode(t.codec, r.payload, &v); err != nil {
@@ -351,8 +351,8 @@ func (t *Table[K, V]) fromRow(id K, idStr string, g gen, r row, ttl pttl, sent i
 		t.st.l2Hits.Add(1)
 		if ttl != pttlGone && ttl != pttlUnread {
 			t.install(id, g, t.newEntry(v, false, sent, ttl, r.delta, r.version))
-			t.maybeRefreshFromRow(id, r, ttl, sent)
 		}
+		t.maybeRefreshFromRow(ctx, id, key, r, ttl, sent)
 		return v, nil, true
 	case rowNotFound:
 		t.st.l2Hits.Add(1)

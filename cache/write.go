@@ -24,7 +24,8 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 	if err != nil {
 		return fmt.Errorf("cache: table %s: Set: encoding %q: %w", t.spec.Name, idStr, err)
 	}
-	err = t.c.setRow(ctx, t.keys(), idStr, valueRow(newToken(), 0, payload), t.jitter(t.spec.TTL))
+	px := t.jitter(t.spec.TTL)
+	err = t.c.setRow(ctx, t.keys(), idStr, valueRow(newToken(), 0, wallExpiry(px), payload), px)
 	t.Forget(id)
 	if err != nil {
 		return fmt.Errorf("cache: table %s: Set %q: %w", t.spec.Name, idStr, err)

@@ -9,9 +9,10 @@
 --
 -- The row format (cache/row.go), shared by cache_fill, cache_refresh and cache_reclaim:
 -- value "\xEC\x01V" .. version (16 bytes: the writer's token) .. load time (4 bytes,
--- big-endian microseconds) .. payload; not found "\xEC\x01N" .. load time; fill lease
--- "\xEC\x01L" .. token; value claimed for refresh "\xEC\x01R" .. token .. the value row
--- without its first 3 bytes. Anything else is unreadable: readers treat it as a miss.
+-- big-endian microseconds) .. expiry hint (8 bytes, big-endian unix ms by the writer's
+-- clock) .. payload; not found "\xEC\x01N" .. load time; fill lease "\xEC\x01L" .. token;
+-- value claimed for refresh "\xEC\x01R" .. token .. the value row without its first 3
+-- bytes. Anything else is unreadable: readers treat it as a miss.
 --
 -- KEYS[1]  ecc:{<table>}:<id>      the L2 row
 -- ARGV[1]  token                   the caller's token: 16 bytes

@@ -21,7 +21,7 @@ if #token ~= 16 or #ARGV[2] ~= 16 then
   return redis.error_reply('ECCARG token and version must be 16 bytes')
 end
 local cur = redis.call('GET', KEYS[1])
-if not cur or #cur < 23 or string.sub(cur, 1, 3) ~= '\236\1V' then return 0 end
+if not cur or #cur < 31 or string.sub(cur, 1, 3) ~= '\236\1V' then return 0 end
 if string.sub(cur, 4, 19) ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[1], '\236\1R' .. token .. string.sub(cur, 4), 'KEEPTTL')
 return 1
