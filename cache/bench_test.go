@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -269,41 +270,56 @@ func BenchmarkL1HitVsRistretto(b *testing.B) {
 }
 
 // BenchmarkL1HitVsRistrettoParallel is BenchmarkL1HitVsRistretto with GOMAXPROCS goroutines
-// hitting one key together: every round runs the same code on all of them at once (a
-// barrier starts each), and a round's time is its slowest goroutine's. Compare -cpu 1,2,...
-// to see hits scale.
+// hitting the table together, on one key or spread over 1,024: every round runs the same
+// code on all of them at once (a barrier starts each), and a round's time is its slowest
+// goroutine's; ns/hit is wall time per hit of all goroutines. Compare -cpu 1,2,... to see
+// hits scale, against ristretto's own scaling in the same run.
 func BenchmarkL1HitVsRistrettoParallel(b *testing.B) {
-	ctx := context.Background()
-	tbl := warmTable(b, valkeytest.Shared(b).Client(b), tables.Spec{TTL: time.Hour, L1TTL: time.Hour})
-	plain := rawRistretto(b, 0)
-	const round = 2000
-	procs := runtime.GOMAXPROCS(0)
-	together := func(f func()) func() {
-		return func() {
-			var wg sync.WaitGroup
-			for range procs {
-				wg.Go(f)
+	for _, nkeys := range []int{1, 1024} {
+		b.Run("keys="+strconv.Itoa(nkeys), func(b *testing.B) {
+			ctx := context.Background()
+			tbl := warmTable(b, valkeytest.Shared(b).Client(b), tables.Spec{TTL: time.Hour, L1TTL: time.Hour})
+			plain := rawRistretto(b, 0)
+			ids := []string{benchKey}
+			for i := 1; i < nkeys; i++ {
+				ids = append(ids, "user-"+strconv.Itoa(i))
+				_, err := tbl.Get(ctx, ids[i])
+				require.NoError(b, err)
+				u := benchUser()
+				plain.Set(ids[i], &u, 1)
 			}
-			wg.Wait()
-		}
+			plain.Wait()
+			const round = 2000
+			procs := runtime.GOMAXPROCS(0)
+			together := func(f func(offset int)) func() {
+				return func() {
+					var wg sync.WaitGroup
+					for p := range procs {
+						wg.Go(func() { f(p * 97) })
+					}
+					wg.Wait()
+				}
+			}
+			mask := nkeys - 1
+			paired(b, round*procs, []string{"hit", "ristretto"}, []func(){
+				together(func(off int) {
+					var u user
+					for i := range round {
+						u, _ = tbl.Get(ctx, ids[(i+off)&mask])
+					}
+					_ = u
+				}),
+				together(func(off int) {
+					var u user
+					for i := range round {
+						p, _ := plain.Get(ids[(i+off)&mask])
+						u = *p
+					}
+					_ = u
+				}),
+			})
+		})
 	}
-	paired(b, round*procs, []string{"hit", "ristretto"}, []func(){
-		together(func() {
-			var u user
-			for range round {
-				u, _ = tbl.Get(ctx, benchKey)
-			}
-			_ = u
-		}),
-		together(func() {
-			var u user
-			for range round {
-				p, _ := plain.Get(benchKey)
-				u = *p
-			}
-			_ = u
-		}),
-	})
 }
 
 // BenchmarkL2HitVsGET: an L2 hit through Table.Get with L1 off (header check and JSON decode
