@@ -1,0 +1,219 @@
+package bench
+
+// Our cache's rows of the report: each reads SampleRow through a cache.Table exactly as the
+// baseline beside it reads it raw, so the ratio is what EchoCache's machinery adds.
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/tables"
+)
+
+func loadRow(_ context.Context, id int64) (Row, error) { return SampleRow(id), nil }
+
+// benchCacheTable makes a cache over a new client and one table no other benchmark uses.
+func benchCacheTable(b *testing.B, client valkey.Client, spec tables.Spec) *cache.Table[int64, Row] {
+	b.Helper()
+	c, err := cache.New(client, cache.Config{})
+	require.NoError(b, err)
+	b.Cleanup(c.Close)
+	if spec.Name == "" {
+		spec.Name = UniqueName(b.Name())
+	}
+	if spec.TTL == 0 {
+		spec.TTL = rowTTL
+	}
+	t, err := cache.NewTable(c, spec, loadRow, &cache.TableOpts[int64, Row]{
+		BatchLoad: func(_ context.Context, ids []int64) (map[int64]Row, error) {
+			out := make(map[int64]Row, len(ids))
+			for _, id := range ids {
+				out[id] = SampleRow(id)
+			}
+			return out, nil
+		},
+	})
+	require.NoError(b, err)
+	return t
+}
+
+// warmL1 fills id and waits until the next Get is an L1 hit.
+func warmL1(b *testing.B, t *cache.Table[int64, Row], id int64) {
+	b.Helper()
+	ctx := context.Background()
+	require.Eventually(b, func() bool {
+		v, tier, err := t.Lookup(ctx, id)
+		return err == nil && tier == cache.TierL1 && v == SampleRow(id)
+	}, 10*time.Second, time.Millisecond)
+}
+
+// l1Side is Table.Get of a warm L1 entry as a Compare side.
+func l1Side(b *testing.B) Side {
+	t := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{})
+	warmL1(b, t, rowID)
+	ctx := context.Background()
+	return Side{Name: "l1", Op: func(b *testing.B) {
+		if _, err := t.Get(ctx, rowID); err != nil {
+			b.Fatal(err)
+		}
+	}}
+}
+
+// BenchmarkCacheL1Hit: Table.Get answered by L1 (the seed: 762 ns).
+func BenchmarkCacheL1Hit(b *testing.B) {
+	side := l1Side(b)
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			side.Op(b)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				side.Op(b)
+			}
+		})
+	})
+}
+
+// BenchmarkCompareL1 interleaves Table.Get (L1 hit) with a raw ristretto Get of the same row.
+func BenchmarkCompareL1(b *testing.B) {
+	c, key := newRistretto(b)
+	b.ReportAllocs()
+	Compare(b, l1Side(b), Side{Name: "ristretto", Op: func(b *testing.B) {
+		if _, ok := c.Get(key); !ok {
+			b.Fatal("miss")
+		}
+	}})
+}
+
+// l2Side is Table.Get with L1 off, so every read is an L2 hit (row read and decoded).
+func l2Side(b *testing.B) Side {
+	t := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off})
+	ctx := context.Background()
+	_, err := t.Get(ctx, rowID) // the fill writes the row
+	require.NoError(b, err)
+	_, tier, err := t.Lookup(ctx, rowID)
+	require.NoError(b, err)
+	require.Equal(b, cache.TierL2, tier)
+	return Side{Name: "l2", Op: func(b *testing.B) {
+		if _, err := t.Get(ctx, rowID); err != nil {
+			b.Fatal(err)
+		}
+	}}
+}
+
+// BenchmarkCacheL2Hit: Table.Get answered by the L2 row (the seed: 31 µs).
+func BenchmarkCacheL2Hit(b *testing.B) {
+	side := l2Side(b)
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			side.Op(b)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				side.Op(b)
+			}
+		})
+	})
+}
+
+// BenchmarkCompareL2 interleaves an L2 hit with a raw GET of a row of the same bytes.
+func BenchmarkCompareL2(b *testing.B) {
+	b.ReportAllocs()
+	Compare(b, l2Side(b), getSide(b, "get"))
+}
+
+// BenchmarkCacheMissFill: a Get of an id never read, so the fill leases the row, runs the
+// (instant) loader and writes the row with cache_fill. L1 is off so nothing else is timed.
+func BenchmarkCacheMissFill(b *testing.B) {
+	t := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off})
+	ctx := context.Background()
+	b.ReportAllocs()
+	var id int64
+	for b.Loop() {
+		id++
+		if _, err := t.Get(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCacheGetMany: GetMany of 100 ids whose rows are in L2 (L1 off): one MGET and the
+// decodes.
+func BenchmarkCacheGetMany(b *testing.B) {
+	t := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off})
+	ctx := context.Background()
+	ids := make([]int64, manyIDs)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	got, err := t.GetMany(ctx, ids) // fills every row
+	require.NoError(b, err)
+	require.Len(b, got, manyIDs)
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := t.GetMany(ctx, ids)
+		if err != nil || len(m) != manyIDs {
+			b.Fatalf("GetMany: %d rows, %v", len(m), err)
+		}
+	}
+}
+
+// invalidationSide is the propagation of one Invalidate: from the writer's call until the
+// reader's subscriber has applied it (its received counter moved). Writer and reader are two
+// caches over two clients, as two processes would be.
+func invalidationSide(b *testing.B) LatencySide {
+	name := UniqueName(b.Name())
+	writer := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{Name: name})
+	reader := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{Name: name})
+	ctx := context.Background()
+	return LatencySide{Name: "invalidation", Op: func(b *testing.B) time.Duration {
+		before := reader.Stats().InvalidationsReceived
+		start := time.Now()
+		if err := writer.Invalidate(ctx, rowID); err != nil {
+			b.Fatal(err)
+		}
+		deadline := start.Add(pubSubWait)
+		for reader.Stats().InvalidationsReceived == before {
+			if time.Now().After(deadline) {
+				b.Fatal("invalidation not received")
+			}
+			runtime.Gosched() // on two cores a hot spin would starve the subscriber it waits for
+		}
+		return time.Since(start)
+	}}
+}
+
+// BenchmarkCacheInvalidation reports p50 and p99 of invalidation propagation.
+func BenchmarkCacheInvalidation(b *testing.B) {
+	side := invalidationSide(b)
+	var l Latencies
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Add(side.Op(b))
+	}
+	l.Report(b)
+}
+
+// BenchmarkCompareInvalidation interleaves our propagation with a raw SPUBLISH→receive.
+func BenchmarkCompareInvalidation(b *testing.B) {
+	srv := valkeytest.Shared(b)
+	raw := PubSubRoundTrip(b, srv.Client(b), srv.Client(b), "bench-raw-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	b.ReportAllocs()
+	CompareLatency(b, invalidationSide(b), raw)
+}
