@@ -146,6 +146,7 @@ var (
 	scPurge     = lua.Get("purge")
 	scCounts    = lua.Get("counts")
 	scLookup    = lua.Get("lookup")
+	scDue       = lua.Get("due")
 )
 
 // scriptKeys is each script's KEYS, in header order. TestScriptKeysMatchHeaders checks it
@@ -167,6 +168,7 @@ var scriptKeys = map[*lua.Script][]keys.Type{
 	scPurge:     {keys.Dead},
 	scCounts:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead, keys.Meta},
 	scLookup:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead},
+	scDue:       {keys.Schedule},
 }
 
 // queueKey is q's key of type t.

@@ -1,0 +1,416 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
+)
+
+// quiet is a logger that drops everything: the tests read counters and events instead.
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// startWorker makes a worker of cfg over b, lets register add its handlers, starts it, and
+// closes it when the test ends.
+func startWorker(t *testing.T, b *bus.Bus, cfg bus.WorkerConfig, register func(w *bus.Worker)) *bus.Worker {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	w, err := bus.NewWorker(b, cfg)
+	require.NoError(t, err)
+	register(w)
+	require.NoError(t, w.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, w.Close(ctx))
+	})
+	return w
+}
+
+// args is the test kinds' payload.
+type args struct {
+	N    int    `json:"n"`
+	Mode string `json:"mode,omitempty"`
+}
+
+// enqueueTasks enqueues n tasks of kind in one batch, args N = 0..n-1.
+func enqueueTasks(t *testing.T, b *bus.Bus, queue, kind string, n int, mode string) []keys.JobID {
+	t.Helper()
+	jobs := make([]bus.NewJob, n)
+	for i := range jobs {
+		p, err := bus.EncodeTask(kind, args{N: i, Mode: mode}, nil)
+		require.NoError(t, err)
+		jobs[i].Payload = p
+	}
+	out, err := b.EnqueueBatch(context.Background(), queue, jobs, nil)
+	require.NoError(t, err)
+	ids := make([]keys.JobID, len(out))
+	for i, e := range out {
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+// drained waits until queue has nothing pending, active or scheduled.
+func drained(t *testing.T, b *bus.Bus, queue string, d time.Duration) bus.Counts {
+	t.Helper()
+	var c bus.Counts
+	eventually(t, d, "queue "+queue+" to drain", func() bool {
+		var err error
+		c, err = b.Counts(context.Background(), queue)
+		require.NoError(t, err)
+		return c.Pending == 0 && c.Active == 0 && c.Scheduled == 0
+	})
+	return c
+}
+
+func TestEnvelope(t *testing.T) {
+	t.Parallel()
+	p, err := bus.Envelope("email.send", []byte(`{"to":"ada"}`))
+	require.NoError(t, err)
+	require.Equal(t, "email.send\x00{\"to\":\"ada\"}", string(p))
+	kind, body, err := bus.ParseEnvelope(p)
+	require.NoError(t, err)
+	require.Equal(t, "email.send", kind)
+	require.Equal(t, `{"to":"ada"}`, string(body))
+
+	for _, tc := range []struct{ name, payload string }{
+		{"json", `{"to":"ada"}`},
+		{"empty", ""},
+		{"no nul", "email.send"},
+		{"empty kind", "\x00body"},
+		{"bad byte", "email send\x00body"},
+		{"kind too long", strings.Repeat("k", 65) + "\x00body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := bus.ParseEnvelope([]byte(tc.payload))
+			require.ErrorIs(t, err, bus.ErrNoEnvelope)
+		})
+	}
+	_, err = bus.Envelope("bad kind", nil)
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	_, err = bus.Envelope(strings.Repeat("k", 65), nil)
+	require.ErrorIs(t, err, keys.ErrInvalid)
+	_, _, err = bus.ParseEnvelope([]byte(strings.Repeat("k", 64) + "\x00"))
+	require.NoError(t, err, "a kind of 64 bytes is a name")
+}
+
+func TestDefaultBackoff(t *testing.T) {
+	t.Parallel()
+	for attempt, want := range map[int64]time.Duration{1: time.Second, 2: 2 * time.Second, 5: 16 * time.Second, 12: 2048 * time.Second, 13: time.Hour, 1000: time.Hour} {
+		for range 50 {
+			d := bus.DefaultBackoff(attempt)
+			require.GreaterOrEqual(t, d, want/2, "attempt %d", attempt)
+			require.LessOrEqual(t, d, want, "attempt %d", attempt)
+		}
+	}
+}
+
+func TestWorkerConfigErrors(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, valkeytest.Shared(t).Client(t), bus.Config{})
+	_, err := bus.NewWorker(nil, bus.WorkerConfig{Queue: "q"})
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	_, err = bus.NewWorker(b, bus.WorkerConfig{Queue: "bad queue"})
+	require.ErrorIs(t, err, keys.ErrInvalid)
+	_, err = bus.NewWorker(b, bus.WorkerConfig{Queue: "q", Concurrency: -1})
+	require.ErrorIs(t, err, bus.ErrInvalid)
+
+	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: uniqueName(t)})
+	require.NoError(t, err)
+	require.ErrorIs(t, w.Start(), bus.ErrInvalid, "no handler")
+	noop := func(context.Context, *bus.Task[args]) error { return nil }
+	require.NoError(t, bus.Handle(w, "a", noop, nil))
+	require.ErrorIs(t, bus.Handle(w, "a", noop, nil), bus.ErrInvalid, "twice")
+	require.ErrorIs(t, bus.Handle(w, "b c", noop, nil), keys.ErrInvalid)
+	require.ErrorIs(t, bus.Handle[args](w, "b", nil, nil), bus.ErrInvalid)
+	require.NoError(t, w.Start())
+	require.ErrorIs(t, bus.Handle(w, "late", noop, nil), bus.ErrInvalid, "after Start")
+	require.ErrorIs(t, w.Start(), bus.ErrInvalid, "twice")
+	require.NoError(t, w.Close(context.Background()))
+	require.NoError(t, w.Close(context.Background()), "twice")
+	require.ErrorIs(t, w.Start(), bus.ErrWorkerClosed)
+
+	never, err := bus.NewWorker(b, bus.WorkerConfig{Queue: uniqueName(t)})
+	require.NoError(t, err)
+	require.NoError(t, never.Close(context.Background()), "never started")
+}
+
+// TestWorkerOutcomes: each way a handler can end lands the job where it should, with the
+// counters and events to match.
+func TestWorkerOutcomes(t *testing.T) {
+	t.Parallel()
+	onTargets(t, func(t *testing.T, tg target) {
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
+		var mu sync.Mutex
+		events := map[bus.JobEventType]int{}
+		tokens := map[int][]int64{} // args.N -> tokens seen
+		w := startWorker(t, b, bus.WorkerConfig{
+			Queue: name, Concurrency: 4, MaxAttempts: 3,
+			Backoff: func(int64) time.Duration { return 20 * time.Millisecond },
+			OnEvent: func(e bus.JobEvent) {
+				mu.Lock()
+				events[e.Type]++
+				mu.Unlock()
+			},
+		}, func(w *bus.Worker) {
+			bus.MustHandle(w, "mixed", func(ctx context.Context, task *bus.Task[args]) error {
+				mu.Lock()
+				tokens[task.Args.N] = append(tokens[task.Args.N], task.Job.Token)
+				mu.Unlock()
+				switch task.Args.Mode {
+				case "ok":
+					return nil
+				case "flaky": // fails twice, then succeeds on its third claim
+					if task.Job.Token < 3 {
+						return errors.New("flaky")
+					}
+					return nil
+				case "always":
+					return errors.New("always fails")
+				case "skip":
+					return bus.SkipRetry(errors.New("poison"))
+				case "panic":
+					if task.Job.Token == 1 {
+						panic("boom")
+					}
+					return nil
+				case "snooze":
+					if task.Job.Token == 1 {
+						return bus.Snooze(10 * time.Millisecond)
+					}
+					return nil
+				}
+				return fmt.Errorf("unknown mode %q", task.Args.Mode)
+			}, nil)
+			require.NoError(t, bus.HandleRaw(w, "raw", func(ctx context.Context, task *bus.Task[[]byte]) error {
+				if string(task.Args) != "raw bytes" {
+					return bus.SkipRetry(fmt.Errorf("got %q", task.Args))
+				}
+				return nil
+			}, nil))
+		})
+		modes := []string{"ok", "flaky", "always", "skip", "panic", "snooze"}
+		ids := map[string]keys.JobID{}
+		for i, m := range modes {
+			e, err := bus.EnqueueTask(ctx, b, name, "mixed", args{N: i, Mode: m}, nil)
+			require.NoError(t, err)
+			ids[m] = e.ID
+		}
+		raw, err := bus.Envelope("raw", []byte("raw bytes"))
+		require.NoError(t, err)
+		_, err = b.Enqueue(ctx, name, raw, nil)
+		require.NoError(t, err)
+		_, err = b.Enqueue(ctx, name, []byte(`{"not":"an envelope"}`), nil)
+		require.NoError(t, err)
+		unknown, err := bus.EncodeTask("nobody", args{}, nil)
+		require.NoError(t, err)
+		_, err = b.Enqueue(ctx, name, unknown, nil)
+		require.NoError(t, err)
+		bad, err := bus.Envelope("mixed", []byte("not json"))
+		require.NoError(t, err)
+		_, err = b.Enqueue(ctx, name, bad, nil)
+		require.NoError(t, err)
+
+		counts := drained(t, b, name, 30*time.Second)
+		eventually(t, 10*time.Second, "the last replies", func() bool { s := w.Stats(); return s.Completed+s.Dead == 10 })
+		// Dead: always (3 attempts), skip, no envelope, unknown kind (3 attempts), bad args.
+		require.Equal(t, int64(5), counts.Dead)
+		s := w.Stats()
+		require.Equal(t, name, s.Queue)
+		require.Equal(t, int64(5), s.Completed, "ok, flaky, panic, snooze, raw")
+		require.Equal(t, int64(5), s.Dead)
+		require.Equal(t, int64(1), s.Snoozed)
+		require.Equal(t, int64(2+2+1+2), s.Retried, "flaky 2, always 2, panic 1, unknown 2")
+		require.Equal(t, s.Retried+s.Dead, s.Failed)
+		require.Equal(t, s.Completed+s.Retried+s.Dead+s.Snoozed, s.Claimed)
+		require.Zero(t, s.Stale)
+		require.Zero(t, s.LeaseLost)
+		require.Zero(t, s.Running)
+
+		mu.Lock()
+		require.Equal(t, []int64{1, 2, 3}, tokens[1], "flaky")
+		require.Equal(t, []int64{1, 2, 3}, tokens[2], "always")
+		require.Equal(t, []int64{1}, tokens[3], "skip")
+		require.Equal(t, []int64{1, 2}, tokens[5], "snooze")
+		require.Equal(t, int(s.Completed), events[bus.JobCompleted])
+		require.Equal(t, int(s.Claimed), events[bus.JobClaimed])
+		mu.Unlock()
+		for _, m := range []string{"ok", "flaky", "panic", "snooze"} {
+			require.Empty(t, row(t, c, q, ids[m]), "%s: the row is retired", m)
+		}
+		for _, m := range []string{"always", "skip"} {
+			require.Equal(t, "dead", row(t, c, q, ids[m])["state"], m)
+		}
+	})
+}
+
+// TestWorkerConcurrencyBound: with concurrency 8 and 200 slow jobs, never more than 8
+// handlers run at once (and 8 do, so the bound is what limits), and each job completes once.
+func TestWorkerConcurrencyBound(t *testing.T) {
+	t.Parallel()
+	ctx, _, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	var now, peak atomic.Int64
+	var mu sync.Mutex
+	seen := map[int]int{}
+	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: 8}, func(w *bus.Worker) {
+		bus.MustHandle(w, "slow", func(ctx context.Context, task *bus.Task[args]) error {
+			n := now.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			defer now.Add(-1)
+			mu.Lock()
+			seen[task.Args.N]++
+			mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+			return nil
+		}, nil)
+	})
+	enqueueTasks(t, b, name, "slow", 200, "")
+	drained(t, b, name, time.Minute)
+	eventually(t, 10*time.Second, "200 completions", func() bool { return w.Stats().Completed == 200 })
+	require.Equal(t, int64(8), peak.Load(), "at most 8 at once, and the bound was reached")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, seen, 200)
+	for n, k := range seen {
+		require.Equal(t, 1, k, "job %d ran %d times", n, k)
+	}
+	counts, err := b.Counts(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, bus.Counts{}, counts)
+}
+
+// TestWorkerPickupLatency: idle workers blocked on the wake list start a handler soon after
+// an enqueue. Reports p50 and p99 of enqueue-to-handler-start over 1,000 jobs, enqueued one
+// at a time.
+func TestWorkerPickupLatency(t *testing.T) {
+	t.Parallel()
+	ctx, _, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	started := make(chan time.Time, 1)
+	for range 2 {
+		startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: 4}, func(w *bus.Worker) {
+			bus.MustHandle(w, "ping", func(ctx context.Context, task *bus.Task[args]) error {
+				started <- time.Now()
+				return nil
+			}, nil)
+		})
+	}
+	payload, err := bus.EncodeTask("ping", args{}, nil)
+	require.NoError(t, err)
+	const n = 1000
+	lat := make([]time.Duration, 0, n)
+	for range n {
+		t0 := time.Now()
+		_, err := b.Enqueue(ctx, name, payload, nil)
+		require.NoError(t, err)
+		select {
+		case at := <-started:
+			lat = append(lat, at.Sub(t0))
+		case <-time.After(30 * time.Second):
+			t.Fatal("no handler started within 30 s of an enqueue")
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p50, p99 := lat[n/2], lat[n*99/100]
+	t.Logf("pickup latency over %d jobs: p50 %v, p99 %v, max %v", n, p50, p99, lat[n-1])
+	// Polling at the wake timeout (5 s) would put p50 in seconds.
+	require.Less(t, p50, time.Second)
+}
+
+// TestWorkerIdleCommands: an idle worker sends no more than a few commands per second,
+// counted by the server (INFO commandstats) on a server of the test's own.
+func TestWorkerIdleCommands(t *testing.T) {
+	t.Parallel()
+	srv := valkeytest.Start(t)
+	c := srv.Client(t)
+	b := newBus(t, c, bus.Config{})
+	name := uniqueName(t)
+	w := startWorker(t, b, bus.WorkerConfig{Queue: name}, func(w *bus.Worker) {
+		bus.MustHandle(w, "never", func(ctx context.Context, task *bus.Task[args]) error { return nil }, nil)
+	})
+	// A job scheduled far ahead: the worker reads its run-at and must not wake for it.
+	_, err := bus.EnqueueTask(context.Background(), b, name, "never", args{}, &bus.TaskOpts{EnqueueOpts: bus.EnqueueOpts{Delay: time.Hour}})
+	require.NoError(t, err)
+	// commandstats counts the commands scripts call too; what a client sent is EVALSHA,
+	// EVAL, BLPOP and valkey-go's keep-alive PING on idle connections (the client's, not the
+	// worker's doing, reported apart).
+	calls := func() map[string]int64 {
+		info, err := srv.Do(context.Background(), "INFO", "commandstats")
+		require.NoError(t, err)
+		by := map[string]int64{}
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok || !strings.HasPrefix(name, "cmdstat_") {
+				continue
+			}
+			v, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			by[strings.TrimPrefix(name, "cmdstat_")] = n
+		}
+		return by
+	}
+	eventually(t, 10*time.Second, "the first claim", func() bool { by := calls(); return by["evalsha"]+by["eval"] > 0 })
+	time.Sleep(time.Second) // let the start settle: the first claim, schedule read, housekeeping
+	const window = 6 * time.Second
+	before := calls()
+	time.Sleep(window) // the quantity measured is what happens over time while idle
+	after := calls()
+	diff := map[string]int64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 && k != "info" {
+			diff[k] = d
+		}
+	}
+	sent := diff["evalsha"] + diff["eval"] + diff["blpop"]
+	rate := float64(sent) / window.Seconds()
+	t.Logf("idle worker: %.2f commands/s sent by the worker (EVALSHA, EVAL, BLPOP) over %v, plus %.2f/s keep-alive PING by valkey-go; all counted by the server, scripts' inner calls included: %v",
+		rate, window, float64(diff["ping"])/window.Seconds(), diff)
+	require.LessOrEqual(t, rate, 3.0)
+	require.Zero(t, w.Stats().Claimed)
+}
+
+// TestWorkerScheduledWake: an idle worker wakes at a scheduled job's run-at (read from the
+// schedule's head), well before its wake timeout, without any marker.
+func TestWorkerScheduledWake(t *testing.T) {
+	t.Parallel()
+	ctx, c, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	// Scheduled before the worker starts: its first claim finds nothing, reads the
+	// schedule's head and arms its timer for the run-at; no marker will come (a scheduled
+	// job pushes none) and housekeeping is off, so only the timer can wake it in time.
+	delay := 700 * time.Millisecond
+	_, err := bus.EnqueueTask(ctx, b, name, "later", args{}, &bus.TaskOpts{EnqueueOpts: bus.EnqueueOpts{Delay: delay}})
+	require.NoError(t, err)
+	enqueuedAt := serverMillis(t, c)
+	ran := make(chan int64, 1)
+	startWorker(t, b, bus.WorkerConfig{Queue: name, WakeTimeout: time.Minute, HousekeepInterval: -1}, func(w *bus.Worker) {
+		bus.MustHandle(w, "later", func(ctx context.Context, task *bus.Task[args]) error {
+			ran <- serverMillis(t, c)
+			return nil
+		}, nil)
+	})
+	select {
+	case at := <-ran:
+		late := time.Duration(at-enqueuedAt)*time.Millisecond - delay
+		t.Logf("ran %v after its run-at", late)
+		require.Less(t, late, 10*time.Second, "woke by the schedule, not by the 1 min wake timeout")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the scheduled job did not run")
+	}
+}
