@@ -461,9 +461,9 @@ func (w *Worker) blocker() {
 
 // loopState is the loop's own state; only the loop goroutine touches it.
 type loopState struct {
-	held     map[keys.JobID]*running
-	outcomes []*running // finished handlers whose outcome is not yet accepted
-	running  int        // handlers running
+	held     map[*running]struct{} // a job reaped from under its handler and claimed again is held twice
+	outcomes []*running            // finished handlers whose outcome is not yet accepted
+	running  int                   // handlers running
 
 	hungry    bool // claim when slots are free: the last claim came back full, or a wake came
 	streaming bool // the last claim came back full: no need to read the schedule
@@ -492,7 +492,7 @@ func (st *loopState) armDue(d time.Duration) {
 // round trip is one pipeline of the outcomes of finished handlers, the heartbeat's extend,
 // housekeeping, the claim for the free slots and the schedule's head, in that order.
 func (w *Worker) loop() {
-	st := &loopState{held: map[keys.JobID]*running{}, hungry: true, dueCheck: true, hkDue: w.cfg.HousekeepInterval > 0}
+	st := &loopState{held: map[*running]struct{}{}, hungry: true, dueCheck: true, hkDue: w.cfg.HousekeepInterval > 0}
 	beat := time.NewTimer(w.beat)
 	defer beat.Stop()
 	hk := time.NewTimer(w.jitter(w.cfg.HousekeepInterval))
@@ -582,7 +582,7 @@ func (w *Worker) loop() {
 		case <-hard:
 			hard = nil
 			st.hard = true
-			for _, r := range st.held {
+			for r := range st.held {
 				if !r.finished {
 					r.cancel(ErrWorkerClosed)
 				}
@@ -679,7 +679,7 @@ func (w *Worker) finished(st *loopState, r *running) {
 		r.stopT()
 	}
 	if r.lost {
-		delete(st.held, r.job.ID) // the outcome would answer EMQSTALE: the job is someone else's
+		delete(st.held, r) // the outcome would answer EMQSTALE: the job is someone else's
 		return
 	}
 	st.outcomes = append(st.outcomes, r)
@@ -703,7 +703,7 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 				requeue()
 				return false
 			}
-			delete(st.held, r.job.ID)
+			delete(st.held, r)
 			if err != nil {
 				w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: err, Duration: r.dur})
 				return true
@@ -734,7 +734,7 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 			requeue()
 			return false
 		}
-		delete(st.held, r.job.ID)
+		delete(st.held, r)
 		if ferr != nil {
 			w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: ferr, Duration: r.dur})
 			return true
@@ -761,7 +761,7 @@ func (w *Worker) snoozeStep(st *loopState, r *running, delay time.Duration, typ 
 			requeue()
 			return false
 		}
-		delete(st.held, r.job.ID)
+		delete(st.held, r)
 		if err != nil {
 			w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: err, Duration: r.dur})
 			return true
@@ -779,17 +779,37 @@ func (w *Worker) snoozeStep(st *loopState, r *running, delay time.Duration, typ 
 // unless kinds name their own leases.
 func (w *Worker) extendSteps(st *loopState) []step {
 	now := time.Now()
-	groups := map[time.Duration][]*running{}
-	for _, r := range st.held {
+	// One group per lease length; a job held twice (reaped, then claimed again by this
+	// worker) goes to a group of its own, since the reply names lost jobs by id only.
+	type group struct {
+		lease time.Duration
+		jobs  []*running
+		ids   map[keys.JobID]bool
+	}
+	var groups []*group
+	for r := range st.held {
 		if r.lost || r.finished || r.timedOut(now) {
 			continue
 		}
-		groups[r.lease] = append(groups[r.lease], r)
+		var g *group
+		for _, c := range groups {
+			if c.lease == r.lease && !c.ids[r.job.ID] {
+				g = c
+				break
+			}
+		}
+		if g == nil {
+			g = &group{lease: r.lease, ids: map[keys.JobID]bool{}}
+			groups = append(groups, g)
+		}
+		g.jobs = append(g.jobs, r)
+		g.ids[r.job.ID] = true
 	}
 	var steps []step
-	for lease, rs := range groups {
+	for _, g := range groups {
+		rs := g.jobs
 		args := make([]string, 1, 1+2*len(rs))
-		args[0] = itoa(ms(lease))
+		args[0] = itoa(ms(g.lease))
 		byID := make(map[string]*running, len(rs))
 		for _, r := range rs {
 			args = append(args, r.job.ID.String(), itoa(r.job.Token))
@@ -818,7 +838,7 @@ func (w *Worker) extendSteps(st *loopState) []step {
 				serr := &StaleError{Op: "extend", Queue: w.q.Name(), ID: r.job.ID, Token: r.job.Token, Reason: reason}
 				r.cancel(ErrLeaseLost)
 				if r.finished {
-					delete(st.held, r.job.ID)
+					delete(st.held, r)
 				}
 				w.emit(JobEvent{Type: JobLeaseLost, Job: r.job, Kind: r.kind, Err: serr})
 			}
@@ -940,7 +960,7 @@ func (w *Worker) start(st *loopState, j Job) {
 			r.kind, r.lease, r.body = r.h.kind, r.h.lease, j.Payload[n+1:]
 		}
 	}
-	st.held[j.ID] = r
+	st.held[r] = struct{}{}
 	w.emit(JobEvent{Type: JobClaimed, Job: j, Kind: r.kind})
 	if r.preErr != nil {
 		// Nothing to run: the outcome (dead, or a retry for an unknown kind) goes out with the
@@ -979,7 +999,7 @@ func (w *Worker) run(r *running) {
 func (w *Worker) abandon(st *loopState) {
 	for _, r := range st.outcomes {
 		w.log.Warn("bus: worker: closing: the outcome could not be sent; the job runs again after its lease", "job", r.job.ID, "kind", r.kind)
-		delete(st.held, r.job.ID)
+		delete(st.held, r)
 	}
 	st.outcomes = nil
 }

@@ -414,3 +414,112 @@ func TestWorkerScheduledWake(t *testing.T) {
 		t.Fatal("the scheduled job did not run")
 	}
 }
+
+// TestWorkerHeartbeat: a 1 s handler on a 200 ms lease completes with token 1: the batched
+// extend kept the lease alive while this worker reaped every 20 ms.
+func TestWorkerHeartbeat(t *testing.T) {
+	t.Parallel()
+	ctx, c, b, name, q := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	tokens := make(chan int64, 4)
+	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Lease: 200 * time.Millisecond, HousekeepInterval: 20 * time.Millisecond}, func(w *bus.Worker) {
+		bus.MustHandle(w, "long", func(ctx context.Context, task *bus.Task[args]) error {
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			tokens <- task.Job.Token
+			return nil
+		}, nil)
+	})
+	e, err := bus.EnqueueTask(ctx, b, name, "long", args{}, nil)
+	require.NoError(t, err)
+	select {
+	case tok := <-tokens:
+		require.Equal(t, int64(1), tok, "the lease never lapsed")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler did not finish")
+	}
+	eventually(t, 10*time.Second, "the complete", func() bool { return w.Stats().Completed == 1 })
+	s := w.Stats()
+	require.Equal(t, int64(1), s.Claimed)
+	require.Zero(t, s.LeaseLost)
+	require.Zero(t, s.Stale)
+	require.Empty(t, row(t, c, q, e.ID))
+}
+
+// TestWorkerLeaseLost: when a job is reaped from under its handler, the next heartbeat's
+// extend answers EMQSTALE and the handler's context is cancelled with ErrLeaseLost; the job
+// runs again under a new token.
+func TestWorkerLeaseLost(t *testing.T) {
+	t.Parallel()
+	ctx, c, b, name, q := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	started := make(chan struct{}, 1)
+	causes := make(chan error, 1)
+	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Lease: 200 * time.Millisecond, HousekeepInterval: -1}, func(w *bus.Worker) {
+		bus.MustHandle(w, "held", func(ctx context.Context, task *bus.Task[args]) error {
+			if task.Job.Token > 1 {
+				return nil
+			}
+			started <- struct{}{}
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return ctx.Err()
+		}, nil)
+	})
+	e, err := bus.EnqueueTask(ctx, b, name, "held", args{}, nil)
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler did not start")
+	}
+	// Expire the lease in the server's own index and reap it, as a reaper would after a
+	// missed heartbeat. The heartbeat may renew the deadline between the two: try again.
+	eventually(t, 10*time.Second, "the job to be reaped", func() bool {
+		require.NoError(t, c.Do(ctx, c.B().Zadd().Key(q.Active()).Xx().ScoreMember().ScoreMember(0, e.ID.String()).Build()).Error())
+		r, err := b.Reap(ctx, name, nil)
+		require.NoError(t, err)
+		return len(r.Requeued) == 1
+	})
+	select {
+	case cause := <-causes:
+		require.ErrorIs(t, cause, bus.ErrLeaseLost)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler's context was not cancelled")
+	}
+	eventually(t, 10*time.Second, "the second run to complete", func() bool { return w.Stats().Completed == 1 })
+	s := w.Stats()
+	require.Equal(t, int64(1), s.LeaseLost)
+	require.Equal(t, int64(2), s.Claimed)
+	require.Zero(t, s.Stale, "the lost job's outcome is not sent")
+	require.Empty(t, row(t, c, q, e.ID))
+}
+
+// TestWorkerTimeout: a handler's timeout cancels its context (cause ErrJobTimeout) however
+// long heartbeats would keep the lease, and the job is retried.
+func TestWorkerTimeout(t *testing.T) {
+	t.Parallel()
+	ctx, _, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	causes := make(chan error, 4)
+	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Lease: time.Minute, MaxAttempts: 2, Backoff: func(int64) time.Duration { return 0 }}, func(w *bus.Worker) {
+		bus.MustHandle(w, "stuck", func(ctx context.Context, task *bus.Task[args]) error {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return ctx.Err()
+		}, &bus.HandlerOpts{Timeout: 100 * time.Millisecond})
+	})
+	_, err := bus.EnqueueTask(ctx, b, name, "stuck", args{}, nil)
+	require.NoError(t, err)
+	for range 2 {
+		select {
+		case cause := <-causes:
+			require.ErrorIs(t, cause, bus.ErrJobTimeout)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the timeout did not cancel the handler")
+		}
+	}
+	counts := drained(t, b, name, 10*time.Second)
+	require.Equal(t, int64(1), counts.Dead, "two attempts, then dead")
+	eventually(t, 10*time.Second, "the counters", func() bool { s := w.Stats(); return s.Retried == 1 && s.Dead == 1 })
+}
