@@ -147,6 +147,7 @@ var (
 	scCounts    = lua.Get("counts")
 	scLookup    = lua.Get("lookup")
 	scDue       = lua.Get("due")
+	scComplete2 = lua.Get("completemany")
 )
 
 // scriptKeys is each script's KEYS, in header order. TestScriptKeysMatchHeaders checks it
@@ -169,6 +170,7 @@ var scriptKeys = map[*lua.Script][]keys.Type{
 	scCounts:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead, keys.Meta},
 	scLookup:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead},
 	scDue:       {keys.Schedule},
+	scComplete2: {keys.Active},
 }
 
 // queueKey is q's key of type t.

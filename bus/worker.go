@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -172,6 +173,8 @@ type Worker struct {
 
 	// Set by Start.
 	results    chan *running // finished handlers; capacity Concurrency, so a send never blocks
+	work       chan *running // jobs for the handler goroutines; capacity Concurrency
+	pool       sync.WaitGroup
 	wake       chan bool     // the blocker's answers: true for a marker (or an error), false for a timeout
 	blockReq   chan struct{} // the loop asks the blocker to block once
 	stop       chan struct{} // closed by Close: stop claiming, drain
@@ -334,6 +337,7 @@ func (w *Worker) Start() error {
 	}
 	w.beat = max(w.beat, minBeat)
 	w.results = make(chan *running, w.cfg.Concurrency)
+	w.work = make(chan *running, w.cfg.Concurrency)
 	w.wake = make(chan bool, 1)
 	w.blockReq = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
@@ -345,6 +349,8 @@ func (w *Worker) Start() error {
 	blocker.Go(w.blocker)
 	go func() {
 		w.loop()
+		close(w.work)
+		w.pool.Wait()
 		w.blockStop()
 		blocker.Wait()
 		w.baseCancel()
@@ -475,6 +481,9 @@ type loopState struct {
 	hkDue     bool
 	errWait   time.Duration // backoff after a failed round trip
 
+	pool    int  // handler goroutines started
+	started bool // handlers were started since the loop last collected results
+
 	due   *time.Timer // wakes the loop when scheduled work falls due
 	dueAt time.Time   // when due fires (local monotonic clock); zero when stopped
 }
@@ -510,6 +519,12 @@ func (w *Worker) loop() {
 	waitingRetry := false
 
 	for {
+		if st.started {
+			// Let the handlers just started run before collecting: fast handlers finish
+			// meanwhile, and their outcomes share the next round trip.
+			st.started = false
+			runtime.Gosched()
+		}
 		for drained := false; !drained; {
 			select {
 			case r := <-w.results:
@@ -612,8 +627,16 @@ func (w *Worker) roundTrip(st *loopState, claim int, beatNow bool) bool {
 	sending := st.outcomes
 	st.outcomes = nil
 	var kept []*running
+	var completes []*running
 	for _, r := range sending {
+		if r.preErr == nil && r.err == nil {
+			completes = append(completes, r)
+			continue
+		}
 		steps = append(steps, w.outcomeStep(st, r, func() { kept = append(kept, r) }))
+	}
+	if len(completes) > 0 {
+		steps = append(steps, w.completeStep(st, completes, func() { kept = append(kept, completes...) }))
 	}
 	if beatNow {
 		steps = append(steps, w.extendSteps(st)...)
@@ -748,6 +771,51 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 			e.Type = JobDead
 		}
 		w.emit(e)
+		return true
+	}}
+}
+
+// completeStep retires the jobs whose handler returned nil, in one completemany call: one
+// script run for the batch, each job still fenced by its own token.
+func (w *Worker) completeStep(st *loopState, rs []*running, requeue func()) step {
+	jobs := make([]Job, len(rs))
+	for i, r := range rs {
+		jobs[i] = r.job
+	}
+	return step{completeManyRun(w.q, jobs), func(res result) bool {
+		if transient(res.err) {
+			w.log.Error("bus: worker: complete", "err", errorFor(call{op: "complete", queue: w.q.Name()}, res.err))
+			requeue()
+			return false
+		}
+		var refused []*StaleError
+		err := errorFor(call{op: "complete", queue: w.q.Name()}, res.err)
+		if err == nil {
+			refused, err = completeManyReply(w.q.Name(), jobs, res.msg)
+		}
+		if err != nil { // refused as a whole (a damaged key): the leases will run out
+			w.log.Error("bus: worker: complete", "err", err)
+			for _, r := range rs {
+				delete(st.held, r)
+			}
+			return true
+		}
+		stale := make(map[int]*StaleError, len(refused))
+		for _, e := range refused {
+			for i, j := range jobs {
+				if j.ID == e.ID && j.Token == e.Token {
+					stale[i] = e
+				}
+			}
+		}
+		for i, r := range rs {
+			delete(st.held, r)
+			if e := stale[i]; e != nil {
+				w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: e, Duration: r.dur})
+				continue
+			}
+			w.emit(JobEvent{Type: JobCompleted, Job: r.job, Kind: r.kind, Duration: r.dur})
+		}
 		return true
 	}}
 }
@@ -979,7 +1047,18 @@ func (w *Worker) start(st *loopState, j Job) {
 	}
 	st.running++
 	w.running.Add(1)
-	go w.run(r)
+	st.started = true
+	if st.pool < st.running {
+		// Handler goroutines live as long as the worker: a new goroutine per job would grow
+		// its stack again for every job (a decode alone does), which costs more than the job.
+		st.pool++
+		w.pool.Go(func() {
+			for r := range w.work {
+				w.run(r)
+			}
+		})
+	}
+	w.work <- r // capacity Concurrency, and at most Concurrency jobs run: never blocks
 }
 
 // run calls the handler; a panic becomes the job's error.

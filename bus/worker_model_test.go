@@ -20,7 +20,8 @@ import (
 	"github.com/echocache/echocache/keys"
 )
 
-// The protocol model: a rapid state machine drives enqueue, claim, extend, complete, fail,
+// The protocol model: a rapid state machine drives enqueue, claim, extend, complete (one and
+// many), fail,
 // snooze, reap, promote and time advances against a real server and against a Go model of
 // the protocol, and compares every reply and, after every step, the whole state of the
 // queue (every row, every set). `make test` runs rapid's default check count; `make soak`
@@ -233,6 +234,32 @@ func (m *model) complete(t *rapid.T) {
 	if want == "" {
 		m.jobs[h.id.String()].state = mGone
 	}
+}
+
+// completeMany retires several handles in one call; duplicates included: a job named twice
+// is retired by its first passing entry, the later one answers no row.
+func (m *model) completeMany(t *rapid.T) {
+	if len(m.handles) == 0 {
+		t.Skip("no handle")
+	}
+	var jobs []bus.Job
+	var want []string
+	for range rapid.IntRange(1, 4).Draw(t, "jobs") {
+		h, _ := m.pickHandle(t)
+		jobs = append(jobs, bus.Job{Queue: m.name, ID: h.id, Token: h.token})
+		if reason := m.fence(h); reason != "" {
+			want = append(want, fmt.Sprintf("%s %d %s", h.id, h.token, reason))
+		} else {
+			m.jobs[h.id.String()].state = mGone
+		}
+	}
+	refused, err := m.b.CompleteMany(m.ctx, jobs, nil)
+	require.NoError(t, err)
+	var got []string
+	for _, e := range refused {
+		got = append(got, fmt.Sprintf("%s %d EMQSTALE %s", e.ID, e.Token, e.Reason))
+	}
+	require.Equal(t, want, got)
 }
 
 func (m *model) fail(t *rapid.T) {
@@ -449,16 +476,17 @@ func TestProtocolModel(t *testing.T) {
 		m := &model{t: t, ctx: context.Background(), c: c, b: b, name: name, q: keys.MustQueue(name), jobs: map[string]*mJob{}}
 		require.NoError(t, b.SetMaxAttempts(m.ctx, name, modelMax))
 		t.Repeat(map[string]func(*rapid.T){
-			"enqueue":  m.enqueue,
-			"claim":    m.claim,
-			"complete": m.complete,
-			"fail":     m.fail,
-			"snooze":   m.snooze,
-			"extend":   m.extend,
-			"reap":     m.reap,
-			"promote":  m.promote,
-			"advance":  m.advance,
-			"":         m.check,
+			"enqueue":      m.enqueue,
+			"claim":        m.claim,
+			"complete":     m.complete,
+			"completeMany": m.completeMany,
+			"fail":         m.fail,
+			"snooze":       m.snooze,
+			"extend":       m.extend,
+			"reap":         m.reap,
+			"promote":      m.promote,
+			"advance":      m.advance,
+			"":             m.check,
 		})
 	})
 }

@@ -523,3 +523,37 @@ func TestWorkerTimeout(t *testing.T) {
 	require.Equal(t, int64(1), counts.Dead, "two attempts, then dead")
 	eventually(t, 10*time.Second, "the counters", func() bool { s := w.Stats(); return s.Retried == 1 && s.Dead == 1 })
 }
+
+// TestCompleteMany: one call retires several jobs, each fenced by its own token; bad input
+// writes nothing.
+func TestCompleteMany(t *testing.T) {
+	t.Parallel()
+	onTargets(t, func(t *testing.T, tg target) {
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
+		_, err := b.EnqueueBatch(ctx, name, payloads(3, "p"), nil)
+		require.NoError(t, err)
+		jobs, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: 3})
+		require.NoError(t, err)
+		require.Len(t, jobs, 3)
+		_, err = b.CompleteMany(ctx, nil, nil)
+		require.ErrorIs(t, err, bus.ErrInvalid)
+		other := jobs[1]
+		other.Queue = name + "x"
+		_, err = b.CompleteMany(ctx, []bus.Job{jobs[0], other}, nil)
+		require.ErrorIs(t, err, bus.ErrInvalid)
+		zombie := jobs[2]
+		zombie.Token = 7
+		refused, err := b.CompleteMany(ctx, []bus.Job{jobs[0], zombie, jobs[1], jobs[0]}, nil)
+		require.NoError(t, err)
+		require.Len(t, refused, 2)
+		require.Equal(t, bus.StaleError{Op: "complete", Queue: name, ID: zombie.ID, Token: 7, Reason: bus.TokenMismatch}, *refused[0])
+		require.Equal(t, bus.StaleError{Op: "complete", Queue: name, ID: jobs[0].ID, Token: jobs[0].Token, Reason: bus.NoRow}, *refused[1])
+		require.ErrorIs(t, refused[0], bus.ErrStale)
+		require.Empty(t, row(t, c, q, jobs[0].ID))
+		require.Empty(t, row(t, c, q, jobs[1].ID))
+		require.Equal(t, "active", row(t, c, q, jobs[2].ID)["state"], "the zombie's complete changed nothing")
+		counts, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, bus.Counts{Active: 1}, counts)
+	})
+}
