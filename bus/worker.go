@@ -182,8 +182,6 @@ type Worker struct {
 	done       chan struct{} // closed when every goroutine but the handlers' has ended
 	stopOnce   sync.Once
 	hardOnce   sync.Once
-	base       context.Context // the handlers' contexts derive from it
-	baseCancel context.CancelFunc
 	blockCtx   context.Context // cancelled when the worker drains: aborts a blocked BLPOP
 	blockStop  context.CancelFunc
 	beat       time.Duration
@@ -343,7 +341,6 @@ func (w *Worker) Start() error {
 	w.stop = make(chan struct{})
 	w.hard = make(chan struct{})
 	w.done = make(chan struct{})
-	w.base, w.baseCancel = context.WithCancel(context.Background())
 	w.blockCtx, w.blockStop = context.WithCancel(context.Background())
 	var blocker sync.WaitGroup
 	blocker.Go(w.blocker)
@@ -353,7 +350,6 @@ func (w *Worker) Start() error {
 		w.pool.Wait()
 		w.blockStop()
 		blocker.Wait()
-		w.baseCancel()
 		close(w.done)
 	}()
 	return nil
@@ -1033,7 +1029,7 @@ func (w *Worker) start(st *loopState, j Job) {
 	if r.preErr != nil {
 		// Nothing to run: the outcome (dead, or a retry for an unknown kind) goes out with the
 		// next round trip.
-		r.ctx, r.cancel = context.WithCancelCause(w.base)
+		r.ctx, r.cancel = context.WithCancelCause(context.Background())
 		r.finished = true
 		st.outcomes = append(st.outcomes, r)
 		if errors.Is(r.preErr, ErrUnknownKind) {
@@ -1041,7 +1037,9 @@ func (w *Worker) start(st *loopState, j Job) {
 		}
 		return
 	}
-	r.ctx, r.cancel = context.WithCancelCause(w.base)
+	// Each handler's context is a root: the loop cancels every one itself (lease lost,
+	// Close's deadline), and a root spares registering each job with a shared parent.
+	r.ctx, r.cancel = context.WithCancelCause(context.Background())
 	if r.h.timeout > 0 {
 		r.ctx, r.stopT = context.WithTimeoutCause(r.ctx, r.h.timeout, ErrJobTimeout)
 	}

@@ -34,23 +34,25 @@ for i = 1, n do
   if #token > 15 or not string.match(token, '^[1-9]%d*$') then
     return redis.error_reply('EMQARGS ARGV[' .. (2 * i) .. '] token must be an integer > 0')
   end
-  local jk = base .. 'job:' .. id
   local reason
   if retired[id] then
     reason = 'EMQSTALE no row'
   else
-    kind = redis.call('TYPE', jk)['ok']
-    if kind == 'none' then
-      reason = 'EMQSTALE no row'
-    elseif kind ~= 'hash' then
-      return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. kind .. ', not a hash')
-    else
-      local row = redis.call('HMGET', jk, 'state', 'attempts')
-      if row[1] ~= 'active' then
-        reason = 'EMQSTALE not active'
-      elseif row[2] ~= token then
-        reason = 'EMQSTALE token mismatch'
+    -- One read per job: HMGET answers two nils for a missing row and an error for a key of
+    -- another type (caught, so the script can name it).
+    local jk = base .. 'job:' .. id
+    local row = redis.pcall('HMGET', jk, 'state', 'attempts')
+    if row['err'] then
+      if redis.call('EXISTS', jk) == 1 then
+        return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. redis.call('TYPE', jk)['ok'] .. ', not a hash')
       end
+      return redis.error_reply(row['err'])
+    elseif not row[1] and not row[2] and redis.call('EXISTS', jk) == 0 then
+      reason = 'EMQSTALE no row'
+    elseif row[1] ~= 'active' then
+      reason = 'EMQSTALE not active'
+    elseif row[2] ~= token then
+      reason = 'EMQSTALE token mismatch'
     end
   end
   if reason then
@@ -61,9 +63,11 @@ for i = 1, n do
     ok[#ok + 1] = id
   end
 end
--- Pass 2: retire.
+-- Pass 2: retire: one ZREM per 1000 ids (unpack's bound), one DEL per row.
+for i = 1, #ok, 1000 do
+  redis.call('ZREM', KEYS[1], unpack(ok, i, math.min(i + 999, #ok)))
+end
 for _, id in ipairs(ok) do
-  redis.call('ZREM', KEYS[1], id)
   redis.call('DEL', base .. 'job:' .. id)
 end
 return {#ok, refused}
