@@ -90,10 +90,11 @@
 //
 // The worker runs at most Concurrency handlers and claims only as many jobs as it has free
 // slots. One goroutine talks to the server in pipelined round trips: the outcomes of the
-// handlers that finished (each complete, fail or snooze fenced by its own token), the
-// heartbeat (one extend for every lease held, on one timer; a lost lease cancels the
-// handler's context with cause [ErrLeaseLost]), housekeeping (a bounded reap and promote on a
-// jittered timer, in every worker, with no leader) and the claim for the free slots. Idle, it
+// handlers that finished (their completes in one [Bus.CompleteMany] call, each job fenced by
+// its own token), the heartbeat (one extend for every lease held, on one timer; a lost lease
+// cancels the handler's context with cause [ErrLeaseLost]), housekeeping (a bounded reap and
+// promote on a jittered timer, in every worker, with no leader) and the claim for the free
+// slots, so a busy worker completes and claims in one round trip. Idle, it
 // blocks on the wake list with BLPOP on a connection of its own (valkey-go's blocking pool, so
 // the shared pipeline never stalls) and arms a timer for the earliest scheduled run-at, read
 // on the server's clock ([Bus.NextDue]); it never polls on a fixed sleep. A job scheduled by

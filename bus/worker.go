@@ -172,19 +172,19 @@ type Worker struct {
 	closed   bool
 
 	// Set by Start.
-	results    chan *running // finished handlers; capacity Concurrency, so a send never blocks
-	work       chan *running // jobs for the handler goroutines; capacity Concurrency
-	pool       sync.WaitGroup
-	wake       chan bool     // the blocker's answers: true for a marker (or an error), false for a timeout
-	blockReq   chan struct{} // the loop asks the blocker to block once
-	stop       chan struct{} // closed by Close: stop claiming, drain
-	hard       chan struct{} // closed when Close's deadline passed: cancel the handlers
-	done       chan struct{} // closed when every goroutine but the handlers' has ended
-	stopOnce   sync.Once
-	hardOnce   sync.Once
-	blockCtx   context.Context // cancelled when the worker drains: aborts a blocked BLPOP
-	blockStop  context.CancelFunc
-	beat       time.Duration
+	results   chan *running // finished handlers; capacity Concurrency, so a send never blocks
+	work      chan *running // jobs for the handler goroutines; capacity Concurrency
+	pool      sync.WaitGroup
+	wake      chan bool     // the blocker's answers: true for a marker (or an error), false for a timeout
+	blockReq  chan struct{} // the loop asks the blocker to block once
+	stop      chan struct{} // closed by Close: stop claiming, drain
+	hard      chan struct{} // closed when Close's deadline passed: cancel the handlers
+	done      chan struct{} // closed when every goroutine of the worker has ended
+	stopOnce  sync.Once
+	hardOnce  sync.Once
+	blockCtx  context.Context // cancelled when the worker drains: aborts a blocked BLPOP
+	blockStop context.CancelFunc
+	beat      time.Duration
 
 	// Precomputed KEYS of the scripts the loop runs.
 	kClaim, kComplete, kFail, kSnooze, kExtend, kReap, kPromote, kDue []string
