@@ -172,19 +172,21 @@ type Worker struct {
 	closed   bool
 
 	// Set by Start.
-	results   chan *running // finished handlers; capacity Concurrency, so a send never blocks
-	work      chan *running // jobs for the handler goroutines; capacity Concurrency
-	pool      sync.WaitGroup
-	wake      chan bool     // the blocker's answers: true for a marker (or an error), false for a timeout
-	blockReq  chan struct{} // the loop asks the blocker to block once
-	stop      chan struct{} // closed by Close: stop claiming, drain
-	hard      chan struct{} // closed when Close's deadline passed: cancel the handlers
-	done      chan struct{} // closed when every goroutine of the worker has ended
-	stopOnce  sync.Once
-	hardOnce  sync.Once
-	blockCtx  context.Context // cancelled when the worker drains: aborts a blocked BLPOP
-	blockStop context.CancelFunc
-	beat      time.Duration
+	results    chan *running // finished handlers; capacity Concurrency, so a send never blocks
+	work       chan *running // jobs for the handler goroutines; capacity Concurrency
+	pool       sync.WaitGroup
+	wake       chan bool     // the blocker's answers: true for a marker (or an error), false for a timeout
+	blockReq   chan struct{} // the loop asks the blocker to block once
+	stop       chan struct{} // closed by Close: stop claiming, drain
+	hard       chan struct{} // closed when Close's deadline passed: cancel the handlers
+	done       chan struct{} // closed when every goroutine of the worker has ended
+	stopOnce   sync.Once
+	hardOnce   sync.Once
+	blockCtx   context.Context // cancelled when the worker drains: aborts a blocked BLPOP
+	hardCtx    context.Context // cancelled with hard: cuts a round trip short
+	hardCancel context.CancelFunc
+	blockStop  context.CancelFunc
+	beat       time.Duration
 
 	// Precomputed KEYS of the scripts the loop runs.
 	kClaim, kComplete, kFail, kSnooze, kExtend, kReap, kPromote, kDue []string
@@ -342,6 +344,7 @@ func (w *Worker) Start() error {
 	w.hard = make(chan struct{})
 	w.done = make(chan struct{})
 	w.blockCtx, w.blockStop = context.WithCancel(context.Background())
+	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
 	var blocker sync.WaitGroup
 	blocker.Go(w.blocker)
 	go func() {
@@ -350,6 +353,7 @@ func (w *Worker) Start() error {
 		w.pool.Wait()
 		w.blockStop()
 		blocker.Wait()
+		w.hardCancel()
 		close(w.done)
 	}()
 	return nil
@@ -377,7 +381,10 @@ func (w *Worker) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	w.hardOnce.Do(func() { close(w.hard) })
+	w.hardOnce.Do(func() {
+		w.hardCancel() // a round trip in flight ends now; its outcomes go out again, briefly
+		close(w.hard)
+	})
 	<-w.done
 	return fmt.Errorf("bus: closing the worker of queue %s: running handlers were cancelled: %w", w.q.Name(), ctx.Err())
 }
@@ -651,11 +658,11 @@ func (w *Worker) roundTrip(st *loopState, claim int, beatNow bool) bool {
 	if len(steps) == 0 {
 		return true
 	}
-	timeout := roundTripTimeout
+	parent, timeout := w.hardCtx, roundTripTimeout
 	if st.hard {
-		timeout = handBackTimeout
+		parent, timeout = context.Background(), handBackTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	runs := make([]run, len(steps))
 	for i, s := range steps {

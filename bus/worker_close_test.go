@@ -133,3 +133,42 @@ func TestWorkerCloseDeadline(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestWorkerCloseServerStopped: when the server stops answering (SIGSTOP), Close still
+// returns soon after its deadline: the round trip in flight is cut, the hand-back gets a
+// short bound, and the jobs are left to their leases, which another worker reaps and
+// completes once the server answers again. No job is lost.
+func TestWorkerCloseServerStopped(t *testing.T) {
+	t.Parallel()
+	srv := valkeytest.Start(t)
+	b := newBus(t, srv.Client(t), bus.Config{})
+	name := uniqueName(t)
+	ids := enqueueTasks(t, b, name, "block", 8, "")
+	done := &completions{n: map[keys.JobID]int{}}
+	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: name, Concurrency: 4, Lease: time.Second, Logger: quiet, OnEvent: done.hook})
+	require.NoError(t, err)
+	bus.MustHandle(w, "block", func(ctx context.Context, task *bus.Task[args]) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}, nil)
+	require.NoError(t, w.Start())
+	eventually(t, 30*time.Second, "4 running handlers", func() bool { return w.Stats().Running == 4 })
+
+	require.NoError(t, srv.Stop())
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	require.ErrorIs(t, w.Close(ctx), context.DeadlineExceeded)
+	took := time.Since(began)
+	require.NoError(t, srv.Continue())
+	t.Logf("Close returned %v after it began, the server stopped", took)
+	require.Less(t, took, 10*time.Second, "bounded by the deadline and the hand-back bound, not the round-trip timeout")
+	require.Zero(t, w.Stats().Running)
+
+	w2 := startWorker(t, b, bus.WorkerConfig{Queue: name, Lease: time.Second, HousekeepInterval: 100 * time.Millisecond, OnEvent: done.hook}, func(w *bus.Worker) {
+		bus.MustHandle(w, "block", func(ctx context.Context, task *bus.Task[args]) error { return nil }, nil)
+	})
+	drained(t, b, name, time.Minute)
+	eventually(t, 10*time.Second, "8 completions", func() bool { return w2.Stats().Completed+w.Stats().Completed == 8 })
+	done.check(t, ids)
+}
