@@ -542,9 +542,12 @@ func (w *Worker) loop() {
 			if st.hungry && !st.draining && free > 0 {
 				claim = min(free, maxClaim)
 			}
-			beatNow := st.beatDue && len(st.held) > len(st.outcomes)
+			// A round trip that reaps also renews this worker's leases first (they come
+			// before the reap in the pipeline), so a worker that stalled past its leases never
+			// reaps its own running jobs.
+			beatNow := (st.beatDue || st.hkDue) && len(st.held) > len(st.outcomes)
 			if len(st.outcomes) > 0 || claim > 0 || beatNow || st.hkDue || (st.dueCheck && !st.draining) {
-				if st.beatDue {
+				if st.beatDue || beatNow {
 					st.beatDue = false
 					beat.Reset(w.beat)
 				}

@@ -415,13 +415,21 @@ func TestWorkerScheduledWake(t *testing.T) {
 	}
 }
 
-// TestWorkerHeartbeat: a 1 s handler on a 200 ms lease completes with token 1: the batched
-// extend kept the lease alive while this worker reaped every 20 ms.
+// TestWorkerHeartbeat: a 1 s handler on a 200 ms lease completes with token 1: the heartbeat
+// timer's batched extends kept the lease alive while an outside reaper ran every 10 ms (the
+// worker's own housekeeping is off, so only the heartbeat renews the lease). It does not call
+// t.Parallel: the 200 ms lease is what the test is about, and the crash tests' worker
+// processes, which run in parallel, load the machine enough to stall a loop that long.
 func TestWorkerHeartbeat(t *testing.T) {
-	t.Parallel()
 	ctx, c, b, name, q := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
 	tokens := make(chan int64, 4)
-	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Lease: 200 * time.Millisecond, HousekeepInterval: 20 * time.Millisecond}, func(w *bus.Worker) {
+	var extended atomic.Int64
+	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Lease: 200 * time.Millisecond, HousekeepInterval: -1,
+		OnEvent: func(e bus.JobEvent) {
+			if e.Type == bus.JobExtended {
+				extended.Add(1)
+			}
+		}}, func(w *bus.Worker) {
 		bus.MustHandle(w, "long", func(ctx context.Context, task *bus.Task[args]) error {
 			select {
 			case <-time.After(time.Second):
@@ -432,6 +440,23 @@ func TestWorkerHeartbeat(t *testing.T) {
 			return nil
 		}, nil)
 	})
+	reaped := make(chan int, 1)
+	stopReaper := make(chan struct{})
+	go func() {
+		n := 0
+		defer func() { reaped <- n }()
+		for {
+			select {
+			case <-stopReaper:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			r, err := b.Reap(ctx, name, nil)
+			if err == nil {
+				n += len(r.Requeued) + len(r.Dead)
+			}
+		}
+	}()
 	e, err := bus.EnqueueTask(ctx, b, name, "long", args{}, nil)
 	require.NoError(t, err)
 	select {
@@ -440,11 +465,15 @@ func TestWorkerHeartbeat(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler did not finish")
 	}
+	close(stopReaper)
+	require.Zero(t, <-reaped, "the outside reaper found no expired lease")
 	eventually(t, 10*time.Second, "the complete", func() bool { return w.Stats().Completed == 1 })
 	s := w.Stats()
 	require.Equal(t, int64(1), s.Claimed)
 	require.Zero(t, s.LeaseLost)
 	require.Zero(t, s.Stale)
+	require.GreaterOrEqual(t, extended.Load(), int64(5), "about one extend per 67 ms over 1 s")
+	t.Logf("%d extends over the 1 s handler", extended.Load())
 	require.Empty(t, row(t, c, q, e.ID))
 }
 
