@@ -586,3 +586,52 @@ func TestCompleteMany(t *testing.T) {
 		require.Equal(t, bus.Counts{Active: 1}, counts)
 	})
 }
+
+// upperCodec is a codec of the test's own: the args are one upper-cased string.
+type upperCodec struct{}
+
+func (upperCodec) Marshal(v any) ([]byte, error) { return []byte(strings.ToUpper(*v.(*string))), nil }
+func (upperCodec) Unmarshal(data []byte, v any) error {
+	*v.(*string) = strings.ToLower(string(data))
+	return nil
+}
+
+// TestWorkerCodecAndLog: a kind's own codec decodes what the producer's encoded, and the
+// worker's slog lines tell what happened to jobs.
+func TestWorkerCodecAndLog(t *testing.T) {
+	t.Parallel()
+	ctx, c, b, name, q := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	var logMu sync.Mutex
+	var logBuf strings.Builder
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return logBuf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	got := make(chan string, 1)
+	startWorker(t, b, bus.WorkerConfig{Queue: name, Logger: logger}, func(w *bus.Worker) {
+		bus.MustHandle(w, "shout", func(ctx context.Context, task *bus.Task[string]) error {
+			got <- task.Args
+			return bus.SkipRetry(errors.New("poison"))
+		}, &bus.HandlerOpts{Codec: upperCodec{}})
+	})
+	s := "hello"
+	e, err := bus.EnqueueTask(ctx, b, name, "shout", &s, &bus.TaskOpts{Codec: upperCodec{}})
+	require.NoError(t, err)
+	require.Equal(t, "shout\x00HELLO", row(t, c, q, e.ID)["payload"])
+	select {
+	case a := <-got:
+		require.Equal(t, "hello", a)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler did not run")
+	}
+	eventually(t, 10*time.Second, "the dead job's log line", func() bool {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return strings.Contains(logBuf.String(), "level=ERROR msg=\"bus: job dead\" queue="+name+" job="+e.ID.String()+" kind=shout token=1 err=\"bus: skip retries: poison\"")
+	})
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
