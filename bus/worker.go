@@ -189,7 +189,7 @@ type Worker struct {
 	beat       time.Duration
 
 	// Precomputed KEYS of the scripts the loop runs.
-	kClaim, kComplete, kFail, kSnooze, kExtend, kReap, kPromote, kDue []string
+	kClaim, kFail, kSnooze, kExtend, kReap, kPromote, kDue []string
 
 	running atomic.Int64
 	stats   struct {
@@ -253,15 +253,14 @@ func NewWorker(b *Bus, cfg WorkerConfig) (*Worker, error) {
 	}
 	w := &Worker{
 		b: b, q: q, cfg: cfg, handlers: map[string]*handler{},
-		log:       cfg.Logger.With("queue", q.Name()),
-		kClaim:    keysOf(scClaim, q),
-		kComplete: keysOf(scComplete, q),
-		kFail:     keysOf(scFail, q),
-		kSnooze:   keysOf(scSnooze, q),
-		kExtend:   keysOf(scExtend, q),
-		kReap:     keysOf(scReap, q),
-		kPromote:  keysOf(scPromote, q),
-		kDue:      keysOf(scDue, q),
+		log:      cfg.Logger.With("queue", q.Name()),
+		kClaim:   keysOf(scClaim, q),
+		kFail:    keysOf(scFail, q),
+		kSnooze:  keysOf(scSnooze, q),
+		kExtend:  keysOf(scExtend, q),
+		kReap:    keysOf(scReap, q),
+		kPromote: keysOf(scPromote, q),
+		kDue:     keysOf(scDue, q),
 	}
 	return w, nil
 }
@@ -714,8 +713,9 @@ func (w *Worker) finished(st *loopState, r *running) {
 	st.outcomes = append(st.outcomes, r)
 }
 
-// outcomeStep is the script that records r's outcome. requeue is called when the reply was
-// a transport error, to send it again.
+// outcomeStep is the script that records the outcome of a job whose handler failed, snoozed
+// or was cancelled by Close (completes go in one completeStep). requeue is called when the
+// reply was a transport error, to send it again.
 func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 	id, tok := r.job.ID.String(), itoa(r.job.Token)
 	err := r.err
@@ -724,22 +724,6 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 	}
 	var snooze *SnoozeError
 	switch {
-	case err == nil:
-		return step{run{scComplete, w.kComplete, []string{id, tok}}, func(res result) bool {
-			err := errorFor(call{"complete", w.q.Name(), r.job.ID, r.job.Token}, res.err)
-			if transient(res.err) {
-				w.log.Error("bus: worker: complete", "job", r.job.ID, "err", err)
-				requeue()
-				return false
-			}
-			delete(st.held, r)
-			if err != nil {
-				w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: err, Duration: r.dur})
-				return true
-			}
-			w.emit(JobEvent{Type: JobCompleted, Job: r.job, Kind: r.kind, Duration: r.dur})
-			return true
-		}}
 	case errors.As(err, &snooze):
 		return w.snoozeStep(st, r, snooze.Delay, JobSnoozed, requeue)
 	case st.hard && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
@@ -765,7 +749,7 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 		}
 		delete(st.held, r)
 		if ferr != nil {
-			w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: ferr, Duration: r.dur})
+			w.refused(r, ferr)
 			return true
 		}
 		w.stats.failed.Add(1)
@@ -837,7 +821,7 @@ func (w *Worker) snoozeStep(st *loopState, r *running, delay time.Duration, typ 
 		}
 		delete(st.held, r)
 		if err != nil {
-			w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: err, Duration: r.dur})
+			w.refused(r, err)
 			return true
 		}
 		if out.State == StateScheduled {
@@ -846,6 +830,16 @@ func (w *Worker) snoozeStep(st *loopState, r *running, delay time.Duration, typ 
 		w.emit(JobEvent{Type: typ, Job: r.job, Kind: r.kind, Duration: r.dur, At: out.At})
 		return true
 	}}
+}
+
+// refused reports a fail or snooze the server refused: EMQSTALE (the job is someone else's
+// now) or a damaged key, whose job is left to its lease.
+func (w *Worker) refused(r *running, err error) {
+	if errors.Is(err, ErrStale) {
+		w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: err, Duration: r.dur})
+		return
+	}
+	w.log.Error("bus: worker: the outcome was refused; the job runs again after its lease", "job", r.job.ID, "kind", r.kind, "err", err)
 }
 
 // extendSteps renew the lease of every running handler's job (not of those whose outcome is
@@ -978,10 +972,16 @@ func (w *Worker) claimStep(st *loopState, n int) step {
 		case errors.Is(err, ErrPaused):
 			st.hungry, st.streaming = false, false
 			return true
-		case err != nil:
+		case transient(res.err):
 			w.log.Error("bus: worker: claim", "err", err)
-			st.hungry = true
-			return !transient(res.err)
+			st.hungry = true // again after the round trip's backoff
+			return false
+		case err != nil:
+			// The server refused the claim (a key of the wrong type): try again on the next
+			// wake or wake timeout, not at once.
+			w.log.Error("bus: worker: claim", "err", err)
+			st.hungry, st.streaming = false, false
+			return true
 		}
 		full := len(jobs) == n
 		if !full {
