@@ -635,3 +635,30 @@ func TestWorkerCodecAndLog(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestWorkerDamagedQueue: when the server refuses the claim (a queue key holds another type),
+// the worker logs and waits for the next wake instead of retrying in a loop.
+func TestWorkerDamagedQueue(t *testing.T) {
+	t.Parallel()
+	srv := valkeytest.Start(t)
+	c := srv.Client(t)
+	b := newBus(t, c, bus.Config{})
+	name := uniqueName(t)
+	q := keys.MustQueue(name)
+	require.NoError(t, c.Do(context.Background(), c.B().Set().Key(q.Pending()).Value("not a zset").Build()).Error())
+	startWorker(t, b, bus.WorkerConfig{Queue: name, WakeTimeout: 500 * time.Millisecond}, func(w *bus.Worker) {
+		bus.MustHandle(w, "any", func(ctx context.Context, task *bus.Task[args]) error { return nil }, nil)
+	})
+	time.Sleep(2 * time.Second) // the quantity measured is what happens over time
+	info, err := srv.Do(context.Background(), "INFO", "commandstats")
+	require.NoError(t, err)
+	calls := int64(0)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:calls="); ok {
+			v, _, _ := strings.Cut(rest, ",")
+			calls, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	t.Logf("%d EVALSHA in 2 s against a damaged queue", calls)
+	require.Less(t, calls, int64(40), "about one claim per wake timeout, plus housekeeping")
+}
