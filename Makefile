@@ -15,5 +15,16 @@ test: setup ## go vet, then all tests with the race detector
 fuzz: ## Fuzz keys/ (FuzzParse) for 60 s
 	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/
 
+.PHONY: bench bench-check bench-quick
+
+bench: setup ## Benchmarks: own valkey-server, core + peers, writes bench/REPORT.md (under 15 min)
+	bash bench/run.sh report
+
+bench-check: setup ## Fresh run; fails if a ratio of ours is worse than in bench/baseline.json by >BENCH_TOLERANCE (20%) and >its noise
+	bash bench/run.sh check
+
+bench-quick: setup ## Two short benchmark rounds, report into a temp dir (smoke test, numbers not for use)
+	bash bench/run.sh quick
+
 soak: setup ## Crash and model soak: 100,000 jobs and 20 SIGKILLs, the zombie, the protocol model at 2,000 checks
 	EMQ_SOAK=1 go test -race -count=1 -timeout 60m -run '^(TestWorkerKill|TestWorkerZombie|TestProtocolModel)$$' ./bus/ -rapid.checks=2000

@@ -3,13 +3,17 @@ module github.com/echocache/echocache
 go 1.26.0
 
 require (
+	github.com/dgraph-io/ristretto/v2 v2.4.2
 	github.com/stretchr/testify v1.12.1
 	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.25.0
 	pgregory.net/rapid v1.2.0
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dustin/go-humanize v1.0.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )

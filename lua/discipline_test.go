@@ -38,6 +38,7 @@ func init() {
 		keyArgs[c] = all
 	}
 	keyArgs["TIME"] = none
+	keyArgs["SCAN"] = none // no key argument: its MATCH pattern is not a key (cache_flush)
 }
 
 var (

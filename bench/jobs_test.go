@@ -1,9 +1,10 @@
-package bus_test
+package bench
 
 import (
 	"context"
 	"fmt"
-	"os"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,24 +13,24 @@ import (
 	"github.com/echocache/echocache/internal/valkeytest"
 )
 
-// benchJobPayload is the args of every benchmark job: the same small JSON object that
-// bench/peers enqueues for asynq.
-type benchJobPayload struct {
+// jobArgs are the args of every end-to-end job: the same small JSON object that bench/peers
+// enqueues for asynq (`{"order_id":123456,"action":"settle","amount":4200}`).
+type jobArgs struct {
 	OrderID int64  `json:"order_id"`
 	Action  string `json:"action"`
 	Amount  int64  `json:"amount"`
 }
 
-var benchSeq atomic.Int64
+// quietLog drops the worker's log lines, so they cannot interleave with the result lines.
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// BenchmarkBusJobs is the worker's end-to-end throughput, measured as bench/peers measures
-// asynq (BenchmarkAsynqJobs, same sub-benchmark names): b.N jobs are enqueued before the
-// timer starts (untimed, in batches), then a worker with concurrency c and a no-op typed
-// handler (the args are decoded) starts, and the timer stops at the b.N-th accepted complete
-// (asynq's stops at the b.N-th handler return). ns/op is per job; jobs/s is b.N over that
-// span. Run it with a fixed -benchtime (e.g. 4000x): every b.N tried costs a worker start.
-//
-//	go test -run '^$' -bench BusJobs -benchtime 4000x ./bus/
+// BenchmarkBusJobs is the EchoMQ worker's end-to-end throughput, measured as bench/peers
+// measures asynq (BenchmarkAsynqJobs, the same sub-benchmark names): b.N jobs are enqueued
+// before the timer starts (untimed, in batches of 1,000), then a bus.Worker with concurrency
+// c and a no-op typed handler (its args are decoded) starts, and the timer stops at the
+// b.N-th accepted complete (asynq's stops at the b.N-th handler return). ns/op is per job;
+// jobs/s is b.N over that span. Run it with a fixed -benchtime (run.sh uses 4000x): every b.N
+// tried costs a worker start.
 func BenchmarkBusJobs(b *testing.B) {
 	for _, c := range []int{1, 8, 20} {
 		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) { benchBusJobs(b, c) })
@@ -38,14 +39,13 @@ func BenchmarkBusJobs(b *testing.B) {
 
 func benchBusJobs(b *testing.B, concurrency int) {
 	ctx := context.Background()
-	client := valkeytest.Shared(b).Client(b)
-	bb, err := bus.New(client, bus.Config{})
+	bb, err := bus.New(valkeytest.Shared(b).Client(b), bus.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	queue := fmt.Sprintf("bench-jobs-c%d-%d-%d", concurrency, os.Getpid(), benchSeq.Add(1))
+	queue := UniqueName(b.Name())
 	n := b.N
-	payload, err := bus.EncodeTask("noop", benchJobPayload{OrderID: 123456, Action: "settle", Amount: 4200}, nil)
+	payload, err := bus.EncodeTask("noop", jobArgs{OrderID: 123456, Action: "settle", Amount: 4200}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func benchBusJobs(b *testing.B, concurrency int) {
 	}
 	var completed atomic.Int64
 	done := make(chan struct{})
-	w, err := bus.NewWorker(bb, bus.WorkerConfig{Queue: queue, Concurrency: concurrency, Logger: quiet, OnEvent: func(e bus.JobEvent) {
+	w, err := bus.NewWorker(bb, bus.WorkerConfig{Queue: queue, Concurrency: concurrency, Logger: quietLog, OnEvent: func(e bus.JobEvent) {
 		if e.Type == bus.JobCompleted && completed.Add(1) == int64(n) {
 			close(done)
 		}
@@ -68,7 +68,7 @@ func benchBusJobs(b *testing.B, concurrency int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bus.MustHandle(w, "noop", func(context.Context, *bus.Task[benchJobPayload]) error { return nil }, nil)
+	bus.MustHandle(w, "noop", func(context.Context, *bus.Task[jobArgs]) error { return nil }, nil)
 
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -89,5 +89,5 @@ func benchBusJobs(b *testing.B, concurrency int) {
 	if s := w.Stats(); s.Completed != int64(n) || s.Claimed != int64(n) {
 		b.Fatalf("claimed %d, completed %d of %d", s.Claimed, s.Completed, n)
 	}
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(n)/elapsed.Seconds(), UnitJobsPerSec)
 }

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# Runs EchoCache's benchmarks and writes the report. Called by make:
+#
+#   bench/run.sh report   make bench: writes bench/REPORT.md, chart.svg,
+#                         baseline.json and raw.txt, prints the table
+#   bench/run.sh check    make bench-check: a fresh run into a temp dir,
+#                         compared with bench/baseline.json: fails when a
+#                         ratio of ours is worse by more than BENCH_TOLERANCE
+#                         and more than the two runs' spreads added
+#   bench/run.sh quick    make bench-quick: 2 short rounds into a temp dir,
+#                         to see that everything runs; numbers not for use
+#
+# One throwaway valkey-server (no persistence, loopback, a free port) serves
+# the whole run: both modules' benchmark binaries get it as VALKEY_ADDR.
+# Rounds are interleaved (core, peers, core jobs, peers jobs; repeat) so that
+# drift during the run affects both sides of every ratio alike.
+#
+# Knobs (environment): BENCH_COUNT rounds (default 8; at least 5 for a
+# report: more, shorter rounds give the medians and the outlier filter more
+# to work with than fewer long ones), BENCH_TIME -benchtime of the ordinary
+# benchmarks (default 500ms), BENCH_JOBS -benchtime of the end-to-end job
+# benchmarks (default 4000x: jobs are enqueued before the timer, so b.N is
+# fixed), BENCH_TOLERANCE for check (default 0.20), BENCH_GUARD_ALL=1 to
+# make check compare every row with a direction, the baselines' and peers'
+# too, not only the rows of our code.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+mode=${1:-report}
+case $mode in
+report | check)
+	count=${BENCH_COUNT:-8}
+	btime=${BENCH_TIME:-500ms}
+	jobs=${BENCH_JOBS:-4000x}
+	;;
+quick)
+	count=${BENCH_COUNT:-2}
+	btime=${BENCH_TIME:-100ms}
+	jobs=${BENCH_JOBS:-500x}
+	;;
+*)
+	echo "usage: $0 report|check|quick" >&2
+	exit 2
+	;;
+esac
+tolerance=${BENCH_TOLERANCE:-0.20}
+if [ "$mode" != quick ] && [ "$count" -lt 5 ]; then
+	echo "bench: BENCH_COUNT=$count: a report or a check needs at least 5 rounds" >&2
+	exit 2
+fi
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/echocache-bench.XXXXXX")
+server_pid=
+cleanup() {
+	if [ -n "$server_pid" ]; then
+		kill "$server_pid" 2>/dev/null || true
+		wait "$server_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+case $mode in
+report) out=$root/bench ;;
+*) out=$work/out && mkdir -p "$out" ;;
+esac
+raw=$work/raw.txt
+errlog=$work/stderr.txt
+: >"$raw"
+: >"$errlog"
+
+started=$(date +%s)
+load_start=$(cut -d' ' -f1 /proc/loadavg)
+
+log "building benchmark binaries and the report tool"
+go build -o "$work/benchreport" ./bench/cmd/benchreport
+go test -c -o "$work/core.test" ./bench
+peers=1
+if ! (cd bench/peers && go test -c -o "$work/peers.test" .) 2>"$work/peers-build.txt"; then
+	peers=0
+	log "the peers module (bench/peers) does not build; its rows will say not measured:"
+	cat "$work/peers-build.txt" >&2
+fi
+
+command -v valkey-server >/dev/null || bash .ci/install-valkey
+command -v valkey-cli >/dev/null || bash .ci/install-valkey
+
+# A loopback port that nothing answers on; if another process takes it before
+# the server binds, the server exits and the loop below tries another.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+for attempt in 1 2 3 4 5; do
+	port=$(free_port)
+	valkey-server --port "$port" --bind 127.0.0.1 --protected-mode no \
+		--save '' --appendonly no --dir "$work" --logfile "$work/valkey.log" &
+	server_pid=$!
+	for _ in $(seq 100); do
+		if ! kill -0 "$server_pid" 2>/dev/null; then
+			break
+		fi
+		if [ "$(valkey-cli -p "$port" ping 2>/dev/null)" = PONG ]; then
+			break
+		fi
+		sleep 0.1
+	done
+	if kill -0 "$server_pid" 2>/dev/null &&
+		valkey-cli -p "$port" info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$server_pid"; then
+		break
+	fi
+	kill "$server_pid" 2>/dev/null || true
+	wait "$server_pid" 2>/dev/null || true
+	server_pid=
+	[ "$attempt" = 5 ] && { log "could not start valkey-server; see $work/valkey.log"; tail -5 "$work/valkey.log" >&2; exit 1; }
+done
+export VALKEY_ADDR=127.0.0.1:$port
+valkey_version=$(valkey-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')
+log "valkey-server $valkey_version on $VALKEY_ADDR (pid $server_pid)"
+
+# run BINARY DIR BENCHTIME ARGS...: one invocation, one round of the chosen
+# benchmarks. A failing benchmark prints --- FAIL in the output (the report
+# says so); the run goes on, and the exit status says so at the end.
+failures=0
+run() {
+	local bin=$1 dir=$2 bt=$3
+	shift 3
+	if ! (cd "$dir" && "$bin" -test.run '^$' -test.benchtime "$bt" -test.count 1 -test.timeout 30m "$@") >>"$raw" 2>>"$errlog"; then
+		failures=$((failures + 1))
+		log "$(basename "$bin") $* failed (see the report's Note column and stderr below)"
+	fi
+}
+
+for round in $(seq "$count"); do
+	log "round $round/$count"
+	run "$work/core.test" bench "$btime" -test.bench . -test.skip Jobs
+	[ $peers = 1 ] && run "$work/peers.test" bench/peers "$btime" -test.bench . -test.skip Jobs
+	run "$work/core.test" bench "$jobs" -test.bench Jobs
+	[ $peers = 1 ] && run "$work/peers.test" bench/peers "$jobs" -test.bench Jobs
+done
+
+elapsed=$(($(date +%s) - started))
+if [ -s "$errlog" ]; then
+	log "stderr of the benchmark binaries:"
+	tail -20 "$errlog" >&2
+fi
+
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
+peers_note="built and run"
+[ $peers = 1 ] || peers_note="FAILED TO BUILD (rows say not measured)"
+args=(
+	-env "command=make bench ($mode: $count interleaved rounds, -benchtime $btime, end-to-end jobs -benchtime $jobs)"
+	-env "date=$(date -u +%Y-%m-%dT%H:%MZ)"
+	-env "wall time of the run=$((elapsed / 60))m$((elapsed % 60))s (build, server start and all rounds)"
+	-env "machine=$(nproc) cores ($cpu), $mem, $(uname -sr); shared with other work, so absolute figures are noisy"
+	-env "load average (1 min) at start and end=$load_start, $(cut -d' ' -f1 /proc/loadavg) (above 2 on 2 cores: other work competed for the CPU)"
+	-env "Go=$(go env GOVERSION), GOMAXPROCS=${GOMAXPROCS:-$(nproc)}"
+	-env "valkey-server=$valkey_version (one throwaway instance, no persistence, loopback)"
+	-env "peers module=$peers_note"
+	-env "benchmark binaries failing=$failures invocation(s)"
+)
+
+status=0
+case $mode in
+report)
+	cp "$raw" "$out/raw.txt"
+	"$work/benchreport" "${args[@]}" -md "$out/REPORT.md" -svg "$out/chart.svg" -json "$out/baseline.json" "$out/raw.txt" || status=$?
+	log "wrote bench/REPORT.md, bench/chart.svg, bench/baseline.json, bench/raw.txt in $((elapsed / 60))m$((elapsed % 60))s"
+	;;
+check)
+	guard=()
+	[ "${BENCH_GUARD_ALL:-0}" = 1 ] && guard=(-guard-all)
+	"$work/benchreport" "${args[@]}" -check "$root/bench/baseline.json" -tolerance "$tolerance" "${guard[@]}" "$raw" || status=$?
+	;;
+quick)
+	"$work/benchreport" "${args[@]}" "$raw" || status=$?
+	;;
+esac
+if [ "$failures" -gt 0 ] && [ "$status" = 0 ]; then
+	log "$failures benchmark invocation(s) failed"
+	status=1
+fi
+exit "$status"

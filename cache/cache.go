@@ -1,0 +1,214 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/tables"
+)
+
+// Config configures a [Cache]. The zero Config is valid.
+type Config struct {
+	// Logger receives what cannot be returned to a caller: failed background early
+	// refreshes, and L2 writes that failed after a load succeeded (the caller got its
+	// value; only the row is missing). Default: a logger that discards.
+	Logger *slog.Logger
+
+	// ReconcileInterval is how often the cache reads every table's coherence record and
+	// flushes the tables whose sequence moved past the invalidations it received: the bound
+	// on how long a lost invalidation can leave a value stale. Default
+	// DefaultReconcileInterval (5 seconds).
+	ReconcileInterval time.Duration
+
+	// SubscribeTimeout bounds how long NewTable waits for the table's invalidation
+	// subscription. A table whose subscription is not confirmed keeps working without L1 (no
+	// L1 entry can miss an invalidation) until the background loop subscribes it. Default
+	// DefaultSubscribeTimeout (5 seconds).
+	SubscribeTimeout time.Duration
+
+	// SubscribeBuffer is how many invalidation messages may wait for the subscriber before
+	// it drops them; a drop flushes every table's L1, never silently. Default
+	// bus.DefaultSubscribeBuffer.
+	SubscribeBuffer int
+}
+
+// Cache is one near-cache over one Valkey client: it owns the table declarations, every
+// table's L1, and the background work of its tables. Make one per process (or per
+// independent cache), declare its tables with [NewTable], and Close it at shutdown.
+type Cache struct {
+	client valkey.Client
+	log    *slog.Logger
+	reg    tables.Registry
+	clk    *clock
+
+	// closing is cancelled by Close: fills and refreshes in flight stop waiting.
+	closing context.Context
+	cancel  context.CancelFunc
+
+	mu     sync.RWMutex // guards closed, tables, and work.Add against Close
+	closed bool
+	done   atomic.Bool // closed, for the lock-free check on the miss path
+	tables map[string]tableCore
+	work   sync.WaitGroup // fills and refreshes in flight
+
+	coh *coherence
+}
+
+// tableCore is what the cache needs of each of its typed tables, whatever K and V are:
+// stats, and the coherence seams (drop ids, flush) that the invalidation subscriber drives.
+type tableCore interface {
+	declared() tables.Table
+	stats() Stats
+	// dropIDs drops ids, given in their row-key form, from L1 and bumps their generations
+	// so that fills already in flight do not install them again.
+	dropIDs(ids []string)
+	// flushL1 drops the table's whole L1 and bumps its epoch.
+	flushL1()
+	closeL1()
+	// attach gives the table its coherence state once it is declared.
+	attach(ts *tableState)
+}
+
+// New makes a Cache over client. The client should be made with DisableCache: true unless
+// the application also uses valkey-go's client-side caching; a cluster client works as is,
+// since every key of one table shares one slot.
+func New(client valkey.Client, cfg Config) (*Cache, error) {
+	if client == nil {
+		return nil, errors.New("cache: New: nil valkey client")
+	}
+	if cfg.ReconcileInterval < 0 || cfg.SubscribeTimeout < 0 || cfg.SubscribeBuffer < 0 {
+		return nil, errors.New("cache: New: ReconcileInterval, SubscribeTimeout and SubscribeBuffer must not be negative")
+	}
+	if cfg.ReconcileInterval > 0 && cfg.ReconcileInterval < 10*time.Millisecond {
+		return nil, errors.New("cache: New: ReconcileInterval must be at least 10ms")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cache{
+		client:  client,
+		log:     log,
+		clk:     newClock(),
+		closing: ctx,
+		cancel:  cancel,
+		tables:  make(map[string]tableCore),
+	}
+	coh, err := newCoherence(c, cfg)
+	if err != nil {
+		cancel()
+		c.clk.close()
+		return nil, fmt.Errorf("cache: New: %w", err)
+	}
+	c.coh = coh
+	return c, nil
+}
+
+// Close stops the cache: fills and early refreshes in flight are cancelled and waited for
+// (a loader that ignores its context is waited for until it returns), and every table's L1
+// is released. Calls on the cache's tables after Close returns answer ErrClosed. Reads must
+// not race with Close itself: ristretto cannot close an L1 under a concurrent lookup. Close
+// does not close the valkey client. It is safe to call twice.
+func (c *Cache) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.done.Store(true)
+	c.mu.Unlock()
+	c.cancel()
+	c.coh.close() // no invalidation is applied after this
+	c.work.Wait()
+	// closed is set: no install, drop or flush starts any more, and none is under way
+	// (they hold the read lock), so the L1s can be closed.
+	c.mu.RLock()
+	for _, t := range c.tables {
+		t.closeL1()
+	}
+	c.mu.RUnlock()
+	c.clk.close()
+}
+
+// Tables returns the declared tables, sorted by name.
+func (c *Cache) Tables() []tables.Table { return c.reg.All() }
+
+// Stats returns every table's counters, by table name.
+func (c *Cache) Stats() map[string]Stats {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[string]Stats, len(c.tables))
+	for name, t := range c.tables {
+		out[name] = t.stats()
+	}
+	return out
+}
+
+// register declares spec and records the typed table built by build. The declaration is
+// undone when build fails.
+func (c *Cache) register(spec tables.Spec, build func(tables.Table) (tableCore, error)) (tableCore, error) {
+	c.mu.RLock()
+	closed := c.closed
+	c.mu.RUnlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	decl, err := c.reg.Declare(spec)
+	if err != nil {
+		return nil, fmt.Errorf("cache: NewTable: %w", err)
+	}
+	t, err := build(decl)
+	if err != nil {
+		c.reg.Forget(decl.Spec.Name)
+		return nil, fmt.Errorf("cache: NewTable %s: %w", decl.Spec.Name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		t.closeL1()
+		c.reg.Forget(decl.Spec.Name)
+		return nil, ErrClosed
+	}
+	c.tables[decl.Spec.Name] = t
+	t.attach(c.coh.add(decl.Keys, t))
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.closing, c.coh.subWait)
+	defer cancel()
+	c.coh.syncTables(ctx)
+	c.mu.Lock() // for the deferred Unlock
+	return t, nil
+}
+
+// enter registers one unit of background work (a fill or a refresh); false once closed.
+func (c *Cache) enter() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	c.work.Add(1)
+	return true
+}
+
+func (c *Cache) leave() { c.work.Done() }
+
+// detach derives the context a fill runs under: the caller's values without its
+// cancellation (one caller giving up must not spoil the fill for the others), a deadline,
+// and cancellation when the cache closes.
+func (c *Cache) detach(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	stop := context.AfterFunc(c.closing, cancel)
+	return fctx, func() { stop(); cancel() }
+}
+
+func (c *Cache) isClosed() bool { return c.done.Load() }

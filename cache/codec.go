@@ -1,0 +1,42 @@
+package cache
+
+import (
+	"encoding/json"
+	"unsafe"
+)
+
+// Codec encodes values for L2. L1 keeps values decoded, so a codec runs on fills and L2
+// reads only, never on an L1 hit. Implementations must be safe for concurrent use; Unmarshal
+// must not keep data after it returns.
+type Codec[V any] interface {
+	Marshal(v V) ([]byte, error)
+	Unmarshal(data []byte, v *V) error
+}
+
+// JSON is the default [Codec]: encoding/json.
+type JSON[V any] struct{}
+
+// Marshal encodes v with encoding/json.
+func (JSON[V]) Marshal(v V) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal decodes data with encoding/json.
+func (JSON[V]) Unmarshal(data []byte, v *V) error { return json.Unmarshal(data, v) }
+
+// UnmarshalString decodes a row payload without copying it: encoding/json neither keeps nor
+// changes its input. Codecs without this method get a copy.
+func (JSON[V]) UnmarshalString(data string, v *V) error {
+	return json.Unmarshal(unsafe.Slice(unsafe.StringData(data), len(data)), v)
+}
+
+// stringDecoder is a Codec that can decode straight from the bytes the client read.
+type stringDecoder[V any] interface {
+	UnmarshalString(data string, v *V) error
+}
+
+// decode decodes a row payload with the table's codec.
+func decode[V any](c Codec[V], payload string, v *V) error {
+	if d, ok := c.(stringDecoder[V]); ok {
+		return d.UnmarshalString(payload, v)
+	}
+	return c.Unmarshal([]byte(payload), v)
+}

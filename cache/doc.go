@@ -1,0 +1,71 @@
+// Package cache is EchoCache's engine: declared tables read through an in-process L1
+// (ristretto) over an L2 row in Valkey over your loader.
+//
+// A read ([Table.Get]) is answered by the first tier that has the id:
+//
+//   - L1 holds decoded values: a hit is a local lookup that decodes nothing and allocates
+//     nothing. An L1 entry never outlives the L2 row it was copied from.
+//   - L2 is the row ecc:{<table>}:<id>, read with its PTTL in one round trip. Its value is
+//     decoded by the table's [Codec] (JSON by default) and installed in L1.
+//   - The loader runs when neither has the id. The fill is single-flight in the process and
+//     guarded across processes by a fill lease written into the row (SET NX PX): however
+//     many goroutines and processes miss one id at once, the loader runs once, and a filler
+//     that dies is taken over when its lease expires. The filler writes the row only while
+//     its lease is still there (the cache_fill script), so a load that an invalidation
+//     overtook never lands.
+//
+// Around that: rows are written with TTL minus a random jitter; a loader answering
+// [ErrNotFound] is remembered for the table's NegativeTTL; [Table.GetMany] serves many ids
+// with one MGET and one [BatchLoader] call; hot rows are refreshed shortly before they
+// expire by one reader (XFetch) while the others keep reading the current value; a row
+// this version cannot read is a counted miss, never a panic; every table keeps [Stats].
+//
+// The flow:
+//
+//	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+//	c, err := cache.New(client, cache.Config{})
+//	defer c.Close()
+//	users, err := cache.NewTable(c, tables.Spec{Name: "users", TTL: 10 * time.Minute},
+//		func(ctx context.Context, id int64) (User, error) {
+//			u, err := db.User(ctx, id)
+//			if errors.Is(err, sql.ErrNoRows) {
+//				return User{}, cache.ErrNotFound // remembered for NegativeTTL
+//			}
+//			return u, err
+//		}, nil)
+//	u, err := users.Get(ctx, 42)                  // loader, then L2 row + L1 entry
+//	u, err = users.Get(ctx, 42)                   // L1 hit
+//	users.Forget(42)                              // drop the L1 entry only
+//	u, err = users.Get(ctx, 42)                   // L2 hit, no loader call
+//	many, err := users.GetMany(ctx, []int64{1, 2, 42}) // map of the ids that exist
+//	st := users.Stats()                           // st.L1Hits, st.L2Hits, st.Loads, ...
+//
+// Writes and coherence across processes: [Table.Set] (write-through) and [Table.Invalidate]
+// are one script each (cache_set, cache_invalidate) that writes or deletes the rows, bumps
+// the table's sequence in its coherence record ecc:{<table>} and SPUBLISHes the invalidation
+// (epoch, sequence, server time, ids) on the table's channel, all on the table's slot;
+// [Table.InvalidateAll] deletes every row and starts a new epoch. The writer drops its own
+// L1 entry before the call returns. Each [Cache] holds one bus subscription for all its
+// tables: a message drops its ids; a sequence gap, an epoch change (InvalidateAll, or a
+// record lost to FLUSHALL or a restart without persistence), a queue overflow, or a
+// resubscribe or reconcile (every [Config].ReconcileInterval, default 5 s) that finds the
+// sequence moved past what was received flushes that table's L1. Nothing missed, no flush;
+// a lost message costs at most one reconcile interval. Until a table's subscription is
+// confirmed its L1 takes nothing.
+//
+// Fill races: every L1 install passes through one method that refuses an id whose
+// generation (read before the L2 GET) moved meanwhile, and checks it again after the
+// install, deleting the entry if an invalidation slipped in; every L2 fill is fenced by its
+// lease token, which Set and Invalidate remove.
+//
+// Stale-on-error (opt-in, tables.Spec.StaleOnError): when L2 or the loader fails, a Get
+// answers the id's last L1 value if it was read at most StaleOnError ago, counted in
+// [Stats].StaleServed. The stale value lives only in L1: invalidated, flushed or evicted
+// ids have none. [Stats] also counts invalidations sent and received, gaps, flushes,
+// reconciles, refused installs and the propagation delay, which compares the server's TIME
+// in the message with the local clock (on one host, or with synchronized clocks).
+//
+//	err = users.Set(ctx, 42, u)          // row written, every process's L1 drops 42
+//	err = users.Invalidate(ctx, 42, 43)  // rows deleted, every L1 drops them
+//	err = users.InvalidateAll(ctx)       // every row deleted, every L1 flushed
+package cache

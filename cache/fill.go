@@ -1,0 +1,247 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"time"
+)
+
+// fill is the part of a miss that may call the loader. Inside the process it is
+// single-flight per id (x/sync/singleflight); across processes a fill lease in the row does
+// the same. ctx bounds only this caller's wait: the fill runs detached from it, so one
+// caller giving up does not spoil the fill for the others.
+func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string) (V, error) {
+	var zero V
+	t.st.misses.Add(1)
+	ch := t.sf.DoChan(idStr, func() (any, error) { return t.fillFlight(ctx, id, idStr, key) })
+	if t.hookJoined != nil {
+		t.hookJoined(idStr)
+	}
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return zero, r.Err
+		}
+		return *r.Val.(*V), nil
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// fillFlight is one fill of id: read the row; a value or not-found ends it; another filler's
+// lease is waited on (with backoff, up to the lease's expiry, after which it is taken over);
+// no row, or one that cannot be read, is leased by this filler (SET NX PX, or cache_reclaim),
+// loaded, and written with cache_fill. It returns a *V.
+func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key string) (res any, err error) {
+	if !t.c.enter() {
+		return nil, ErrClosed
+	}
+	defer t.c.leave()
+	defer func() {
+		// A panic here (a codec, a bug) must not reach singleflight's DoChan, which would
+		// re-panic it in a fresh goroutine and take the process down.
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	// Long enough to wait out one lease and then load.
+	ctx, cancel := t.c.detach(callerCtx, 2*t.spec.LeaseTTL()+t.spec.LoaderTimeout)
+	defer cancel()
+	stripe := stripeOf(id, t.ops)
+	waited := false
+	var b backoff
+	for {
+		g := t.gens.read(stripe) // before the read: an invalidation after this refuses the install
+		sent := t.clk.precise()
+		val, exists, ttl, err := t.c.readRow(ctx, key, true) // a lease's TTL paces the wait
+		if err != nil {
+			return nil, t.fillErr(ctx, idStr, "reading the row", err)
+		}
+		if t.hookAfterRead != nil {
+			t.hookAfterRead(idStr)
+		}
+		r := row{kind: rowAbsent}
+		if exists {
+			r = parseRow(val)
+		}
+		if v, err, done := t.fromRow(id, idStr, g, r, ttl, sent); done {
+			if err != nil {
+				return nil, err
+			}
+			return &v, nil
+		}
+		token := newToken()
+		var acquired bool
+		switch r.kind {
+		case rowLease:
+			if !waited {
+				waited = true
+				t.st.leaseWaits.Add(1)
+			}
+			if err := b.wait(ctx, ttl); err != nil {
+				return nil, t.fillErr(ctx, idStr, "waiting for another filler", err)
+			}
+			continue
+		case rowAbsent:
+			acquired, err = t.c.tryLease(ctx, key, token, t.spec.LeaseTTL())
+		default: // unreadable: another version, corrupt bytes, a payload that does not decode
+			t.st.corrupt.Add(1)
+			acquired, err = t.c.reclaim(ctx, key, val, token, t.spec.LeaseTTL())
+		}
+		if err != nil {
+			return nil, t.fillErr(ctx, idStr, "taking the fill lease", err)
+		}
+		if !acquired {
+			continue // another filler got there first: read what it wrote
+		}
+		if waited {
+			t.st.leaseTakeovers.Add(1)
+		}
+		return t.loadAndWrite(ctx, id, idStr, key, token, g)
+	}
+}
+
+// fillErr names the table, the id and the step of a failed fill.
+func (t *Table[K, V]) fillErr(ctx context.Context, idStr, step string, err error) error {
+	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w (%w)", err, ctx.Err())
+	}
+	return fmt.Errorf("cache: table %s: fill of %q: %s: %w", t.spec.Name, idStr, step, err)
+}
+
+// loadAndWrite runs the loader for id under the lease token and writes the outcome with
+// cache_fill: a value row, a not-found row, or (on failure) the lease released so waiters
+// elsewhere need not wait for it to expire. L1 gets the outcome only if the write landed and
+// the id's generation is still g. It returns a *V, or ErrNotFound, or the load error.
+func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token string, g gen) (any, error) {
+	v, delta, err := t.callLoader(ctx, id, idStr)
+	switch {
+	case err == nil:
+		payload, err := t.codec.Marshal(v)
+		if err != nil {
+			t.release(ctx, key, token)
+			return nil, fmt.Errorf("cache: table %s: encoding %q: %w", t.spec.Name, idStr, err)
+		}
+		px := t.jitter(t.spec.TTL)
+		sent := t.clk.precise()
+		written, err := t.c.finishFill(ctx, key, token, valueRow(token, delta, payload), px)
+		switch {
+		case err != nil:
+			// The value is good; only L2 did not take it. The caller gets it, L1 does not.
+			t.c.log.Warn("cache: writing a filled row failed", "table", t.spec.Name, "id", idStr, "err", err)
+		case !written:
+			t.st.fillsRefused.Add(1)
+		default:
+			t.install(id, g, t.newEntry(v, false, sent, pttl(ms(px)), delta, token))
+		}
+		return &v, nil
+	case errors.Is(err, ErrNotFound):
+		if !t.spec.NegativeEnabled() {
+			t.release(ctx, key, token)
+			return nil, ErrNotFound
+		}
+		px := t.jitter(t.spec.NegativeTTL)
+		sent := t.clk.precise()
+		written, err := t.c.finishFill(ctx, key, token, notFoundRow(delta), px)
+		switch {
+		case err != nil:
+			t.c.log.Warn("cache: writing a not-found row failed", "table", t.spec.Name, "id", idStr, "err", err)
+		case !written:
+			t.st.fillsRefused.Add(1)
+		default:
+			var zero V
+			t.install(id, g, t.newEntry(zero, true, sent, pttl(ms(px)), delta, ""))
+		}
+		return nil, ErrNotFound
+	default:
+		t.release(ctx, key, token)
+		return nil, err
+	}
+}
+
+// release gives a lease (or refresh claim) back, best effort: if it fails, the lease expires.
+func (t *Table[K, V]) release(ctx context.Context, key, token string) {
+	if _, err := t.c.finishFill(ctx, key, token, "", 0); err != nil {
+		t.c.log.Warn("cache: releasing a fill lease failed", "table", t.spec.Name, "key", key, "err", err)
+	}
+}
+
+// callLoader runs the loader under the table's LoaderTimeout, turning a panic into an error.
+// A failure comes back as a *LoadError; ErrNotFound comes back as it is.
+func (t *Table[K, V]) callLoader(ctx context.Context, id K, idStr string) (V, time.Duration, error) {
+	lctx, cancel := context.WithTimeout(ctx, t.spec.LoaderTimeout)
+	defer cancel()
+	start := t.clk.precise()
+	v, err := protect(func() (V, error) { return t.load(lctx, id) })
+	delta := time.Duration(t.clk.precise() - start)
+	t.countLoad(delta, err)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		err = &LoadError{Table: t.spec.Name, ID: idStr, Batch: 1,
+			Timeout: errors.Is(lctx.Err(), context.DeadlineExceeded), Err: err}
+	}
+	return v, delta, err
+}
+
+func (t *Table[K, V]) countLoad(delta time.Duration, err error) {
+	t.st.loads.Add(1)
+	t.st.loadNanos.Add(int64(delta))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		t.st.loadErrors.Add(1)
+	}
+}
+
+// protect calls f, turning a panic into a *PanicError with the panicking goroutine's stack.
+func protect[T any](f func() (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return f()
+}
+
+// jitter cuts a random fraction, up to the table's Jitter, from ttl.
+func (t *Table[K, V]) jitter(ttl time.Duration) time.Duration {
+	if t.spec.Jitter <= 0 {
+		return ttl
+	}
+	return ttl - time.Duration(rand.Float64()*t.spec.Jitter*float64(ttl))
+}
+
+// backoff paces a waiter polling another filler's lease: 1 ms, growing by half up to 50 ms,
+// with jitter, and never past the lease's expiry (so a dead holder is taken over promptly).
+type backoff struct{ d time.Duration }
+
+const (
+	backoffMin = time.Millisecond
+	backoffMax = 50 * time.Millisecond
+)
+
+func (b *backoff) wait(ctx context.Context, lease pttl) error {
+	b.d = min(max(b.d*3/2, backoffMin), backoffMax)
+	d := b.d/2 + rand.N(b.d/2+1) + b.d/4 // within [0.75, 1.25] of b.d
+	if lease >= 0 {
+		d = min(d, time.Duration(lease+1)*time.Millisecond)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// newToken is a fill-lease token: 16 random bytes of [0-9A-Za-z], unique per filler.
+func newToken() string {
+	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	var b [tokenLen]byte
+	for i := range b {
+		b[i] = alphabet[rand.N(len(alphabet))]
+	}
+	return string(b[:])
+}

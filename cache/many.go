@@ -1,0 +1,245 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// GetMany returns the values of ids, keyed by id; ids that do not exist are absent from the
+// map. It reads L1 first, then the rest of the rows with one MGET (their PTTLs pipelined
+// behind it: one round trip; all rows of a table share one slot, so this holds on a
+// cluster), leases what is still missing in one pipeline, loads it with one batch-loader
+// call (see [TableOpts].BatchLoad), and writes the outcome with one pipeline. Ids whose rows
+// another filler holds are waited for as Get would. On error it returns what it has, with
+// the error.
+func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
+	out := make(map[K]V, len(ids))
+	rest := make([]K, 0, len(ids))
+	seen := make(map[K]struct{}, len(ids))
+	for _, id := range ids {
+		if _, dup := seen[id]; dup {
+			continue
+		}
+		seen[id] = struct{}{}
+		if e, ok := t.l1Lookup(id); ok {
+			if !e.notFound {
+				out[id] = e.value
+			}
+			continue
+		}
+		rest = append(rest, id)
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	if t.c.isClosed() {
+		return out, ErrClosed
+	}
+	n := len(rest)
+	idStrs, keys, gens := make([]string, n), make([]string, n), make([]gen, n)
+	for i, id := range rest {
+		idStrs[i] = t.ops.format(id)
+		k, err := t.decl.Keys.Row(idStrs[i])
+		if err != nil {
+			return out, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
+		}
+		keys[i] = k
+		gens[i] = t.gens.read(stripeOf(id, t.ops))
+	}
+	sent := t.clk.precise()
+	rows, err := t.c.readRows(ctx, keys, t.needTTL())
+	if err != nil {
+		return out, err
+	}
+	var absent, unreadable, others []int
+	for i, rr := range rows {
+		if !rr.exists {
+			absent = append(absent, i)
+			continue
+		}
+		r := parseRow(rr.val)
+		if v, err, done := t.fromRow(rest[i], idStrs[i], gens[i], r, rr.ttl, sent); done {
+			if err == nil {
+				out[rest[i]] = v
+			}
+			continue
+		}
+		if r.kind == rowLease {
+			others = append(others, i)
+		} else {
+			unreadable = append(unreadable, i)
+		}
+	}
+	t.st.misses.Add(int64(len(absent) + len(unreadable) + len(others)))
+	var errs []error
+	if len(absent)+len(unreadable) > 0 {
+		raced, err := t.fillMany(ctx, rest, idStrs, keys, gens, rows, absent, unreadable, out)
+		others = append(others, raced...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Rows another filler holds (or won a race for): wait for them as Get does. Their
+	// fills run elsewhere concurrently, so waiting one after the other costs about the
+	// longest of them.
+	for _, i := range others {
+		v, _, err := t.get(ctx, rest[i])
+		switch {
+		case err == nil:
+			out[rest[i]] = v
+		case !errors.Is(err, ErrNotFound):
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// outcome is one id's load result in a batch.
+type outcome[V any] struct {
+	v     V
+	found bool
+	err   error // a failure; not-found is found == false with err == nil
+	delta time.Duration
+}
+
+// fillMany leases the absent and unreadable rows, loads the leased ids in one batch-loader
+// call, and writes the outcomes in one pipeline, adding found values to out. It returns the
+// indexes it could not lease (another filler was first), to be waited for.
+func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys []string, gens []gen,
+	rows []rowRead, absent, unreadable []int, out map[K]V) (raced []int, err error) {
+	if !t.c.enter() {
+		return nil, ErrClosed
+	}
+	defer t.c.leave()
+	// Leases are held for every process: once taken, the fill finishes whatever the caller does.
+	ctx, cancel := t.c.detach(callerCtx, t.spec.LeaseTTL())
+	defer cancel()
+	token := newToken()
+	held := make([]int, 0, len(absent)+len(unreadable))
+
+	absentKeys := make([]string, len(absent))
+	for j, i := range absent {
+		absentKeys[j] = keys[i]
+	}
+	acquired, lerr := t.c.leaseMany(ctx, absentKeys, token, t.spec.LeaseTTL())
+	for j, i := range absent {
+		if acquired[j] {
+			held = append(held, i)
+		} else if lerr == nil {
+			raced = append(raced, i)
+		}
+	}
+	for _, i := range unreadable {
+		t.st.corrupt.Add(1)
+		ok, err := t.c.reclaim(ctx, keys[i], rows[i].val, token, t.spec.LeaseTTL())
+		switch {
+		case err != nil:
+			lerr = errors.Join(lerr, err)
+		case ok:
+			held = append(held, i)
+		default:
+			raced = append(raced, i)
+		}
+	}
+	if lerr != nil {
+		lerr = fmt.Errorf("cache: table %s: taking fill leases: %w", t.spec.Name, lerr)
+	}
+	if len(held) == 0 {
+		return raced, lerr
+	}
+
+	results := t.loadMany(ctx, rest, idStrs, held)
+
+	// One pipelined write: each id's value row, not-found row, or lease release.
+	wkeys, wrows := make([]string, len(held)), make([]string, len(held))
+	pxs := make([]time.Duration, len(held))
+	var errs []error
+	for j, i := range held {
+		wkeys[j] = keys[i]
+		res := &results[j]
+		switch {
+		case res.err != nil:
+			errs = append(errs, res.err)
+		case res.found:
+			payload, err := t.codec.Marshal(res.v)
+			if err != nil {
+				res.err = fmt.Errorf("cache: table %s: encoding %q: %w", t.spec.Name, idStrs[i], err)
+				errs = append(errs, res.err)
+				continue
+			}
+			wrows[j], pxs[j] = valueRow(token, res.delta, payload), t.jitter(t.spec.TTL)
+		case t.spec.NegativeEnabled():
+			wrows[j], pxs[j] = notFoundRow(res.delta), t.jitter(t.spec.NegativeTTL)
+		}
+	}
+	wsent := t.clk.precise()
+	written, werrs := t.c.finishMany(ctx, wkeys, token, wrows, pxs)
+	for j, i := range held {
+		res := &results[j]
+		if res.err != nil {
+			continue
+		}
+		if res.found {
+			out[rest[i]] = res.v
+		}
+		switch {
+		case werrs[j] != nil:
+			t.c.log.Warn("cache: writing a filled row failed", "table", t.spec.Name, "id", idStrs[i], "err", werrs[j])
+		case wrows[j] == "": // a not-found with negative caching off: the lease was released
+		case !written[j]:
+			t.st.fillsRefused.Add(1)
+		default:
+			t.install(rest[i], gens[i], t.newEntry(res.v, !res.found, wsent, pttl(ms(pxs[j])), res.delta, token))
+		}
+	}
+	return raced, errors.Join(append(errs, lerr)...)
+}
+
+// loadMany loads the held ids: with one batch-loader call when the table has one, else with
+// the per-id loader, DefaultLoadConcurrency at a time.
+func (t *Table[K, V]) loadMany(ctx context.Context, rest []K, idStrs []string, held []int) []outcome[V] {
+	results := make([]outcome[V], len(held))
+	if t.batch != nil {
+		ids := make([]K, len(held))
+		for j, i := range held {
+			ids[j] = rest[i]
+		}
+		lctx, cancel := context.WithTimeout(ctx, t.spec.LoaderTimeout)
+		defer cancel()
+		start := t.clk.precise()
+		got, err := protect(func() (map[K]V, error) { return t.batch(lctx, ids) })
+		delta := time.Duration(t.clk.precise() - start)
+		t.countLoad(delta, err)
+		if err != nil {
+			err = &LoadError{Table: t.spec.Name, ID: idStrs[held[0]], Batch: len(held),
+				Timeout: errors.Is(lctx.Err(), context.DeadlineExceeded), Err: err}
+		}
+		for j, id := range ids {
+			results[j].delta = delta
+			if err != nil {
+				results[j].err = err
+				continue
+			}
+			results[j].v, results[j].found = got[id]
+		}
+		return results
+	}
+	sem := make(chan struct{}, DefaultLoadConcurrency)
+	var wg sync.WaitGroup
+	for j, i := range held {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			v, delta, err := t.callLoader(ctx, rest[i], idStrs[i])
+			results[j] = outcome[V]{v: v, found: err == nil, delta: delta}
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				results[j].err = err
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}

@@ -1,0 +1,554 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/echocache/echocache/tables"
+)
+
+// Loader loads one id from the source of truth. It returns ErrNotFound (or an error wrapping
+// it) for an id that does not exist; the table then remembers the absence for its
+// NegativeTTL. Its context carries the first caller's values but not its cancellation, and
+// ends after the table's LoaderTimeout.
+type Loader[K ID, V any] func(ctx context.Context, id K) (V, error)
+
+// BatchLoader loads many ids in one call, for [Table.GetMany]. Ids missing from the returned
+// map do not exist (they are remembered like ErrNotFound). An error fails the whole batch.
+type BatchLoader[K ID, V any] func(ctx context.Context, ids []K) (map[K]V, error)
+
+// TableOpts are a table's optional parts; a nil *TableOpts means all defaults.
+type TableOpts[K ID, V any] struct {
+	// BatchLoad serves GetMany's misses in one call. Default: GetMany calls the table's
+	// Loader for each missing id, up to DefaultLoadConcurrency at a time.
+	BatchLoad BatchLoader[K, V]
+	// Codec encodes values for L2. Default: JSON[V].
+	Codec Codec[V]
+}
+
+// DefaultLoadConcurrency is how many loader calls GetMany runs at once for a table without
+// a batch loader.
+const DefaultLoadConcurrency = 8
+
+// Table is a typed cache table: ids of type K, values of type V. Get reads L1, then the L2
+// row, then the loader; GetMany does the same for many ids with one MGET and one batch-loader
+// call. Make tables with [NewTable]. A Table is safe for concurrent use.
+type Table[K ID, V any] struct {
+	// The L1 hit path reads only these fields and the entry. The pad keeps the hit
+	// counter's writes off the cache line that every core reads l1 and clk from.
+	l1   *ristretto.Cache[K, *entry[V]] // nil when the spec disables L1
+	clk  *clock
+	_    [128]byte
+	hits counter
+
+	c     *Cache
+	decl  tables.Table
+	spec  tables.Spec
+	ops   idOps[K]
+	load  Loader[K, V]
+	batch BatchLoader[K, V]
+	codec Codec[V]
+
+	sf   singleflight.Group // fills, keyed by id
+	gens generations
+	st   tableStats
+
+	refreshMu  sync.Mutex
+	refreshing map[string]int64 // id -> do not start another refresh before this time
+
+	l1Mu sync.Mutex // serializes flushes
+
+	cs *tableState // coherence: set once at declaration
+
+	// hooks for tests; nil in production.
+	hookAfterRead     func(id string) // after a fill's L2 read, before it acts on it
+	hookJoined        func(id string) // after a caller joined (or started) a fill
+	hookBeforeInstall func(id string) // after an L2 reply (or a load), before the L1 install
+}
+
+// entry is what L1 holds for one id: the decoded value (or a remembered not-found) and the
+// deadlines the hit path checks. Times are clock nanoseconds.
+type entry[V any] struct {
+	value    V
+	notFound bool
+	// check is the coarse-clock time before which a hit needs no precise clock: the earlier
+	// of expires and refreshFrom, minus clockGuard.
+	check int64
+	// expires is the L1 deadline: min(L1TTL, the row's remaining PTTL), counted from before
+	// the read (or write) that produced the entry, so L1 never outlives the row.
+	expires int64
+	// rowExpires is when the L2 row expires (math.MaxInt64 for a row without a TTL).
+	rowExpires int64
+	// refreshFrom opens the early-refresh window; math.MaxInt64 when early refresh is off.
+	refreshFrom int64
+	// deltaBeta is XFetch's delta*beta in nanoseconds.
+	deltaBeta float64
+	// version is the row version the entry was copied from: what an early refresh claims.
+	version string
+	// refreshTried keeps a hot entry from starting more than one refresh.
+	refreshTried atomic.Bool
+	// fetched is when the value was read from L2 (or loaded): what stale-on-error bounds.
+	fetched int64
+}
+
+// tableStats are the counters off the hot path.
+type tableStats struct {
+	l2Hits, misses, loads, loadErrors, loadNanos atomic.Int64
+	fillsRefused, installsRefused, corrupt       atomic.Int64
+	earlyRefreshes, leaseWaits, leaseTakeovers   atomic.Int64
+	staleServed                                  atomic.Int64
+}
+
+// Stats are a table's counters since it was made.
+type Stats struct {
+	L1Hits int64 // reads answered from L1 (values and remembered not-founds)
+	L2Hits int64 // reads answered from an L2 row (values and not-found rows)
+	Misses int64 // reads that found neither and went to a fill
+	// Loads counts loader and batch-loader calls; LoadErrors those that failed (an error, a
+	// timeout, a panic; ErrNotFound is an answer, not a failure). LoadTime is their total
+	// duration.
+	Loads      int64
+	LoadErrors int64
+	LoadTime   time.Duration
+	// FillsRefused counts L2 writes that cache_fill refused: the row no longer held this
+	// filler's lease (it expired and was taken over, or it was deleted).
+	FillsRefused int64
+	// InstallsRefused counts L1 installs refused because the id was forgotten (dropped or
+	// invalidated) or the table flushed after the read that produced the value began.
+	InstallsRefused int64
+	// CorruptRows counts rows that could not be read (another format version, bytes that
+	// do not decode); each was replaced by a fresh fill.
+	CorruptRows int64
+	// EarlyRefreshes counts early refreshes (XFetch) this process claimed and ran.
+	EarlyRefreshes int64
+	// LeaseWaits counts fills that waited on another filler's lease; LeaseTakeovers those
+	// that ended with this process taking the fill over because the lease went away
+	// without a row (its holder died and it expired, or the holder's load failed).
+	LeaseWaits     int64
+	LeaseTakeovers int64
+
+	// StaleServed counts Gets of a stale-on-error table answered with a stale L1 value
+	// because Valkey or the loader failed (see tables.Spec.StaleOnError).
+	StaleServed int64
+
+	// InvalidationsSent counts invalidation messages this process published for the table
+	// (one per Set, per Invalidate batch, per InvalidateAll); InvalidationsReceived those its
+	// subscriber received (its own included).
+	InvalidationsSent     int64
+	InvalidationsReceived int64
+	// Gaps counts messages that skipped sequence numbers: invalidations were lost.
+	Gaps int64
+	// Flushes counts whole-table L1 flushes the coherence made: on a gap, an epoch change
+	// (InvalidateAll, or a record lost to FLUSHALL or a restart), a subscriber overflow, or
+	// a resubscribe or reconcile that found the sequence moved past what was received.
+	// ForgetAll and InvalidateAll's own local flush are not counted.
+	Flushes int64
+	// Reconciles counts reads of the table's coherence record by the periodic reconcile
+	// and after resubscribes.
+	Reconciles int64
+	// PropagationCount, PropagationTotal and PropagationMax describe the delay from a
+	// write's script (the server's TIME, carried in the message) to this process receiving
+	// its invalidation, by this process's clock. They assume the clocks of the server's host
+	// and this process's host agree; on one host they do.
+	PropagationCount int64
+	PropagationTotal time.Duration
+	PropagationMax   time.Duration
+}
+
+// NewTable declares spec on c and returns its typed handle. load is required; opts may be
+// nil. A spec that does not validate, or whose name c already declared, is an error (see
+// [tables.Registry.Declare]).
+func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *TableOpts[K, V]) (*Table[K, V], error) {
+	if c == nil {
+		return nil, errors.New("cache: NewTable: nil *Cache")
+	}
+	if load == nil {
+		return nil, fmt.Errorf("cache: NewTable %s: nil loader", spec.Name)
+	}
+	t := &Table[K, V]{
+		clk:        c.clk,
+		c:          c,
+		ops:        opsFor[K](),
+		load:       load,
+		codec:      JSON[V]{},
+		refreshing: make(map[string]int64),
+	}
+	if opts != nil {
+		t.batch = opts.BatchLoad
+		if opts.Codec != nil {
+			t.codec = opts.Codec
+		}
+	}
+	_, err := c.register(spec, func(decl tables.Table) (tableCore, error) {
+		t.decl, t.spec = decl, decl.Spec
+		if t.spec.L1Enabled() {
+			l1, err := ristretto.NewCache(&ristretto.Config[K, *entry[V]]{
+				NumCounters:        10 * t.spec.L1MaxEntries, // ristretto's advice: 10x the entries
+				MaxCost:            t.spec.L1MaxEntries,      // every entry costs 1
+				BufferItems:        64,
+				IgnoreInternalCost: true,
+				KeyToHash:          t.ops.hash,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("L1: %w", err)
+			}
+			t.l1 = l1
+		}
+		return t, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// MustTable is [NewTable] that panics on error, for tables declared once at start-up.
+func MustTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *TableOpts[K, V]) *Table[K, V] {
+	t, err := NewTable(c, spec, load, opts)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Name is the table's name.
+func (t *Table[K, V]) Name() string { return t.spec.Name }
+
+// Spec is the table's resolved declaration (defaults filled in).
+func (t *Table[K, V]) Spec() tables.Spec { return t.spec }
+
+// Get returns the value of id: from L1 when it holds one (no allocation, no decoding), else
+// from the L2 row, else from the loader, filled once however many goroutines and processes
+// ask at the same moment. It returns ErrNotFound for an id the loader reported missing (and
+// keeps answering so, without the loader, for the table's NegativeTTL). ctx bounds this
+// caller's wait only: a fill it started goes on for the others.
+func (t *Table[K, V]) Get(ctx context.Context, id K) (V, error) {
+	// The hit path is spelled out here rather than shared with Lookup through hit: the
+	// extra call costs about 15% of an L1 hit.
+	if t.l1 != nil {
+		if e, ok := t.l1.Get(id); ok {
+			if t.clk.now() < e.check || t.nearDeadline(id, e) {
+				if t.hits.add(1)&(clockEvery-1) == 0 {
+					t.clk.advance()
+				}
+				if e.notFound {
+					var zero V
+					return zero, ErrNotFound
+				}
+				return e.value, nil
+			}
+		}
+	}
+	v, _, err := t.miss(ctx, id)
+	return v, err
+}
+
+// Lookup is [Table.Get] that also tells which tier answered: for per-tier latency and hit
+// ratios in the caller's own metrics.
+func (t *Table[K, V]) Lookup(ctx context.Context, id K) (V, Tier, error) {
+	if v, err, ok := t.hit(id); ok {
+		return v, TierL1, err
+	}
+	return t.miss(ctx, id)
+}
+
+// hit is Lookup's L1 hit path (Get's, written out there): ok reports a hit (of a value, or of a
+// remembered not-found, then err is ErrNotFound).
+func (t *Table[K, V]) hit(id K) (v V, err error, ok bool) {
+	if t.l1 == nil {
+		return v, nil, false
+	}
+	e, found := t.l1.Get(id)
+	if !found || t.clk.now() >= e.check && !t.nearDeadline(id, e) {
+		return v, nil, false
+	}
+	if t.hits.add(1)&(clockEvery-1) == 0 {
+		t.clk.advance()
+	}
+	if e.notFound {
+		return v, ErrNotFound, true
+	}
+	return e.value, nil, true
+}
+
+// nearDeadline decides a hit on an entry close to one of its deadlines, with the precise
+// clock: false once it has expired; otherwise true, after maybe starting an early refresh.
+//
+//go:noinline
+func (t *Table[K, V]) nearDeadline(id K, e *entry[V]) bool {
+	now := t.clk.precise()
+	if now >= e.expires {
+		return false
+	}
+	if now >= e.refreshFrom && xfetch(e.rowExpires-now, e.deltaBeta, randFloat()) &&
+		e.refreshTried.CompareAndSwap(false, true) {
+		t.startRefresh(id, e.rowExpires, e.version)
+	}
+	return true
+}
+
+// l1Lookup is the hit check of GetMany: the precise clock, no counters touched but hits.
+func (t *Table[K, V]) l1Lookup(id K) (*entry[V], bool) {
+	if t.l1 == nil {
+		return nil, false
+	}
+	e, ok := t.l1.Get(id)
+	if !ok || !t.nearDeadline(id, e) {
+		return nil, false
+	}
+	t.hits.add(1)
+	return e, true
+}
+
+// get is the miss path of Get: read the L2 row, install what it holds, or go to a fill.
+func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
+	var zero V
+	idStr := t.ops.format(id)
+	key, err := t.decl.Keys.Row(idStr)
+	if err != nil {
+		return zero, TierNone, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
+	}
+	if t.c.isClosed() {
+		return zero, TierNone, ErrClosed
+	}
+	g := t.gens.read(stripeOf(id, t.ops))
+	sent := t.clk.precise()
+	val, exists, ttl, err := t.c.readRow(ctx, key, t.needTTL())
+	if err != nil {
+		return zero, TierNone, err
+	}
+	if exists {
+		if v, err, done := t.fromRow(id, idStr, g, parseRow(val), ttl, sent); done {
+			return v, TierL2, err
+		}
+	}
+	v, err := t.fill(ctx, id, idStr, key)
+	return v, TierFill, err
+}
+
+// needTTL says whether reads need the row's PTTL: for L1's deadline or early refresh.
+func (t *Table[K, V]) needTTL() bool {
+	return t.spec.L1Enabled() || t.spec.EarlyRefreshEnabled()
+}
+
+// fromRow answers from a row read at sent (the time before the request): a value or a
+// not-found is installed in L1 (through install) and returned with done set. Anything else
+// (no row, a lease, bytes that do not decode) is left to the fill, done unset.
+func (t *Table[K, V]) fromRow(id K, idStr string, g gen, r row, ttl pttl, sent int64) (v V, err error, done bool) {
+	switch r.kind {
+	case rowValue:
+		if err := decode(t.codec, r.payload, &v); err != nil {
+			return v, nil, false // the fill counts it as corrupt and replaces it
+		}
+		t.st.l2Hits.Add(1)
+		if ttl != pttlGone && ttl != pttlUnread {
+			t.install(id, g, t.newEntry(v, false, sent, ttl, r.delta, r.version))
+			t.maybeRefreshFromRow(id, r, ttl, sent)
+		}
+		return v, nil, true
+	case rowNotFound:
+		t.st.l2Hits.Add(1)
+		if ttl != pttlGone && ttl != pttlUnread {
+			t.install(id, g, t.newEntry(v, true, sent, ttl, r.delta, ""))
+		}
+		return v, ErrNotFound, true
+	}
+	return v, nil, false
+}
+
+// newEntry builds an L1 entry for a value (or a not-found) whose row had ttl left at base.
+func (t *Table[K, V]) newEntry(v V, notFound bool, base int64, ttl pttl, delta time.Duration, version string) *entry[V] {
+	e := &entry[V]{value: v, notFound: notFound, rowExpires: math.MaxInt64, refreshFrom: math.MaxInt64, version: version, fetched: base}
+	l1 := t.spec.L1TTL
+	if ttl >= 0 {
+		rowTTL := time.Duration(ttl) * time.Millisecond
+		e.rowExpires = base + int64(rowTTL)
+		l1 = min(l1, rowTTL)
+		if !notFound && t.spec.EarlyRefreshEnabled() && delta > 0 {
+			e.deltaBeta = t.spec.EarlyRefreshBeta * float64(delta)
+			e.refreshFrom = e.rowExpires - int64(e.deltaBeta*xfetchSpan)
+		}
+	}
+	e.expires = base + int64(l1)
+	e.check = min(e.expires, e.refreshFrom) - int64(clockGuard)
+	return e
+}
+
+// install is the one door into L1: every entry enters through it, so an install can be
+// refused when its id was dropped, invalidated or flushed after the read that produced it
+// began (g is the id's generation read before that read). ristretto applies new entries
+// asynchronously; install waits until the entry is applied, so the caller's next Get finds
+// it (unless a full L1's admission policy turned it away), and checks the generation again
+// afterwards: a drop that raced the write is applied again, after it.
+func (t *Table[K, V]) install(id K, g gen, e *entry[V]) bool {
+	if t.hookBeforeInstall != nil {
+		t.hookBeforeInstall(t.ops.format(id))
+	}
+	if t.l1 == nil || e.expires <= t.clk.precise() {
+		return false
+	}
+	// Until the table's invalidation subscription is confirmed, L1 takes nothing: an entry
+	// installed then could miss its invalidation.
+	if t.cs == nil || !t.cs.synced.Load() {
+		return false
+	}
+	// Installs hold the cache's read lock so that Close, which takes the write lock before
+	// it closes L1, never closes it under one.
+	t.c.mu.RLock()
+	defer t.c.mu.RUnlock()
+	if t.c.closed {
+		return false
+	}
+	if !t.gens.same(g) {
+		t.st.installsRefused.Add(1)
+		return false
+	}
+	t.l1.Set(id, e, 1)
+	t.l1.Wait()
+	if !t.gens.same(g) {
+		t.l1.Del(id)
+		t.st.installsRefused.Add(1)
+		return false
+	}
+	return true
+}
+
+// Forget drops id from this process's L1 (not from L2), and keeps fills already in flight
+// from installing it again. It is the local half of an invalidation.
+func (t *Table[K, V]) Forget(id K) {
+	t.gens.bump(stripeOf(id, t.ops))
+	if t.l1 != nil {
+		t.c.mu.RLock()
+		if !t.c.closed {
+			t.l1.Del(id)
+		}
+		t.c.mu.RUnlock()
+	}
+}
+
+// ForgetAll drops every id of the table from this process's L1 (not from L2), and keeps
+// fills already in flight from installing anything read before it.
+func (t *Table[K, V]) ForgetAll() { t.flushL1() }
+
+func (t *Table[K, V]) flushL1() {
+	t.gens.bumpAll()
+	if t.l1 != nil {
+		t.c.mu.RLock()
+		defer t.c.mu.RUnlock()
+		t.l1Mu.Lock() // ristretto's Clear must not run twice at once
+		defer t.l1Mu.Unlock()
+		if !t.c.closed {
+			t.l1.Clear()
+		}
+	}
+}
+
+func (t *Table[K, V]) dropIDs(ids []string) {
+	for _, s := range ids {
+		if id, err := t.ops.parse(s); err == nil {
+			t.Forget(id)
+		}
+	}
+}
+
+// closeL1 closes L1; Close calls it once no install, drop or flush can start.
+func (t *Table[K, V]) closeL1() {
+	if t.l1 != nil {
+		t.l1.Close()
+	}
+}
+
+func (t *Table[K, V]) declared() tables.Table { return t.decl }
+
+func (t *Table[K, V]) attach(ts *tableState) { t.cs = ts }
+
+// Stats returns the table's counters.
+func (t *Table[K, V]) Stats() Stats { return t.stats() }
+
+func (t *Table[K, V]) stats() Stats {
+	s := Stats{
+		L1Hits:          t.hits.load(),
+		L2Hits:          t.st.l2Hits.Load(),
+		Misses:          t.st.misses.Load(),
+		Loads:           t.st.loads.Load(),
+		LoadErrors:      t.st.loadErrors.Load(),
+		LoadTime:        time.Duration(t.st.loadNanos.Load()),
+		FillsRefused:    t.st.fillsRefused.Load(),
+		InstallsRefused: t.st.installsRefused.Load(),
+		CorruptRows:     t.st.corrupt.Load(),
+		EarlyRefreshes:  t.st.earlyRefreshes.Load(),
+		LeaseWaits:      t.st.leaseWaits.Load(),
+		LeaseTakeovers:  t.st.leaseTakeovers.Load(),
+		StaleServed:     t.st.staleServed.Load(),
+	}
+	t.cs.fillStats(&s)
+	return s
+}
+
+// generations are the per-id generations that make L1 installs refusable: a fill reads its
+// id's generation before its L2 read and installs only if it has not moved. An id's
+// generation lives in one of genStripes counters picked by its hash (ids sharing a stripe
+// merely refuse each other's installs now and then), and a table-wide epoch covers flushes.
+type generations struct {
+	epoch   atomic.Uint64
+	stripes [genStripes]atomic.Uint64
+}
+
+const genStripes = 1024
+
+// gen is a generation as read before a fill.
+type gen struct {
+	epoch, n uint64
+	stripe   uint32
+}
+
+func stripeOf[K ID](id K, ops idOps[K]) uint32 {
+	h, _ := ops.hash(id)
+	return uint32((h * 0x9E3779B97F4A7C15) >> (64 - 10))
+}
+
+func (g *generations) read(stripe uint32) gen {
+	return gen{epoch: g.epoch.Load(), n: g.stripes[stripe].Load(), stripe: stripe}
+}
+
+func (g *generations) same(r gen) bool {
+	return g.epoch.Load() == r.epoch && g.stripes[r.stripe].Load() == r.n
+}
+
+func (g *generations) bump(stripe uint32) { g.stripes[stripe].Add(1) }
+
+func (g *generations) bumpAll() { g.epoch.Add(1) }
+
+// Tier is the tier that answered a read ([Table.Lookup]).
+type Tier uint8
+
+// The tiers, fastest first.
+const (
+	TierNone  Tier = iota // no tier answered: the read failed before reaching one
+	TierL1                // the in-process L1
+	TierL2                // the L2 row in Valkey
+	TierFill              // a fill: this process's loader, or another filler's result awaited
+	TierStale             // stale-on-error: the last L1 value, served because L2 or the loader failed
+)
+
+func (t Tier) String() string {
+	switch t {
+	case TierL1:
+		return "l1"
+	case TierL2:
+		return "l2"
+	case TierFill:
+		return "loader"
+	case TierStale:
+		return "stale"
+	}
+	return "none"
+}

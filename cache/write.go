@@ -1,0 +1,116 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Set writes v as id's value through to L2 and invalidates id in every process's L1: one
+// script (cache_set) writes the row (with the table's TTL and jitter), bumps the table's
+// sequence and publishes the invalidation, all on the table's slot. A fill of id in flight
+// anywhere loses its lease, so the value it loaded never lands in L2. This process's L1
+// entry is dropped before Set returns, whatever the outcome, so the next Get here reads the
+// row (read-your-own-writes). On error the write may or may not have happened.
+func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
+	if t.c.isClosed() {
+		return ErrClosed
+	}
+	idStr := t.ops.format(id)
+	if _, err := t.decl.Keys.Row(idStr); err != nil {
+		return fmt.Errorf("cache: table %s: Set: %w", t.spec.Name, err)
+	}
+	payload, err := t.codec.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("cache: table %s: Set: encoding %q: %w", t.spec.Name, idStr, err)
+	}
+	err = t.c.setRow(ctx, t.keys(), idStr, valueRow(newToken(), 0, payload), t.jitter(t.spec.TTL))
+	t.Forget(id)
+	if err != nil {
+		return fmt.Errorf("cache: table %s: Set %q: %w", t.spec.Name, idStr, err)
+	}
+	t.cs.sent.Add(1)
+	return nil
+}
+
+// Invalidate deletes the rows of ids from L2 and invalidates them in every process's L1:
+// one script (cache_invalidate) per up to 256 ids deletes the rows (and any fill lease on
+// them), bumps the table's sequence and publishes the ids. This process's L1 entries are
+// dropped before it returns. Invalidating an id that has no row is not an error.
+func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
+	if t.c.isClosed() {
+		return ErrClosed
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	strs := make([]string, len(ids))
+	for i, id := range ids {
+		strs[i] = t.ops.format(id)
+		if _, err := t.decl.Keys.Row(strs[i]); err != nil {
+			return fmt.Errorf("cache: table %s: Invalidate: %w", t.spec.Name, err)
+		}
+	}
+	var errs []error
+	for start := 0; start < len(strs); start += invalidateBatch {
+		batch := strs[start:min(start+invalidateBatch, len(strs))]
+		if err := t.c.invalidateRows(ctx, t.keys(), batch); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		t.cs.sent.Add(1)
+	}
+	for _, id := range ids {
+		t.Forget(id)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cache: table %s: Invalidate: %w", t.spec.Name, err)
+	}
+	return nil
+}
+
+// InvalidateAll invalidates the whole table: every row is deleted from L2 (a SCAN step per
+// script call, so a large table does not block the server), then a new epoch is published,
+// and every process flushes the table's L1 when it sees it. This process's L1 is flushed
+// before it returns. Rows written while it runs may survive it.
+func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
+	if t.c.isClosed() {
+		return ErrClosed
+	}
+	err := t.c.flushTable(ctx, t.keys())
+	t.flushL1()
+	if err != nil {
+		return fmt.Errorf("cache: table %s: InvalidateAll: %w", t.spec.Name, err)
+	}
+	t.cs.sent.Add(1)
+	return nil
+}
+
+func (t *Table[K, V]) keys() tableKeys {
+	return tableKeys{record: t.decl.Keys.Record(), inval: t.decl.Keys.Inval()}
+}
+
+// miss is Get past an L1 miss. A stale-on-error table with a value at hand (an L1 entry
+// past its deadline but read from L2 at most StaleOnError ago) waits at most StaleTimeout
+// for L2 and the loader, and answers the stale value when they fail; the entry is not used
+// if it was invalidated meanwhile.
+func (t *Table[K, V]) miss(ctx context.Context, id K) (V, Tier, error) {
+	if !t.spec.StaleEnabled() || t.l1 == nil {
+		return t.get(ctx, id)
+	}
+	e, ok := t.l1.Get(id)
+	if !ok || e.notFound || t.clk.precise()-e.fetched > int64(t.spec.StaleOnError) {
+		return t.get(ctx, id)
+	}
+	sctx, cancel := context.WithTimeout(ctx, t.spec.StaleTimeout)
+	defer cancel()
+	v, tier, err := t.get(sctx, id)
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed) || ctx.Err() != nil {
+		return v, tier, err
+	}
+	if cur, ok := t.l1.Get(id); !ok || cur != e || t.clk.precise()-e.fetched > int64(t.spec.StaleOnError) {
+		return v, tier, err // invalidated (or replaced) meanwhile, or too old by now
+	}
+	t.st.staleServed.Add(1)
+	return e.value, TierStale, nil
+}

@@ -1,0 +1,180 @@
+package tables
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/echocache/echocache/keys"
+)
+
+// Off switches a feature off where a zero field would mean "the default": set Jitter,
+// L1TTL, NegativeTTL or EarlyRefreshBeta to Off. It is an untyped constant, so it fits both
+// the time.Duration and the float64 fields.
+const Off = -1
+
+// The defaults a zero [Spec] field stands for.
+const (
+	DefaultTTL              = 5 * time.Minute
+	DefaultJitter           = 0.1
+	DefaultL1TTL            = time.Minute
+	DefaultNegativeTTL      = 30 * time.Second
+	DefaultL1MaxEntries     = 10_000
+	DefaultLoaderTimeout    = 5 * time.Second
+	DefaultEarlyRefreshBeta = 1.0
+	DefaultStaleTimeout     = 250 * time.Millisecond
+)
+
+// LeaseGrace is how much longer a fill lease lives than the table's loader timeout: the
+// time a filler has, after its loader returned, to write the row. A filler that died
+// mid-load is taken over once its lease expires, LoaderTimeout+LeaseGrace after it began.
+const LeaseGrace = 500 * time.Millisecond
+
+// ErrInvalidSpec is wrapped by every error [Spec.Resolve] returns; the text names the field
+// and the rule.
+var ErrInvalidSpec = errors.New("tables: invalid spec")
+
+// Spec declares one cache table. A zero field means the default written beside it; fields
+// that can be switched off take [Off]. Declare a Spec once per cache object (see
+// [Registry.Declare]); the resolved Spec is what the cache runs with.
+type Spec struct {
+	// Name names the table in its keys (ecc:{<Name>}:<id>), its stats and its invalidations:
+	// 1 to 64 bytes of [A-Za-z0-9_.-]. Required. Every row of a table shares the hash tag
+	// {<Name>}, so one table lives in one cluster slot.
+	Name string
+
+	// TTL is the lifetime of an L2 row before jitter. Default DefaultTTL (5 minutes); at
+	// least 1 ms (rows are written with SET ... PX).
+	TTL time.Duration
+
+	// Jitter is the largest fraction of TTL (and of NegativeTTL) cut at random from each
+	// row's lifetime, so rows filled together do not expire together: a row lives
+	// TTL*(1-u*Jitter) for a uniform u in [0, 1). In [0, 1). Default DefaultJitter (0.1);
+	// Off writes every row with exactly TTL.
+	Jitter float64
+
+	// L1TTL bounds how long a decoded value stays in this process's L1. An L1 entry never
+	// outlives the L2 row it was copied from: its lifetime is min(L1TTL, the row's remaining
+	// PTTL). Default DefaultL1TTL (1 minute); Off disables L1 (every Get reads L2).
+	L1TTL time.Duration
+
+	// NegativeTTL is the lifetime of a not-found row, written when the loader returns
+	// cache.ErrNotFound: until it expires, Get answers ErrNotFound without calling the
+	// loader. Default DefaultNegativeTTL (30 seconds); Off stores nothing for a not-found
+	// id, so every Get of it calls the loader.
+	NegativeTTL time.Duration
+
+	// L1MaxEntries bounds L1 by number of entries (not bytes): each decoded value, and each
+	// remembered not-found, costs one. Past it, ristretto's TinyLFU policy decides what
+	// stays. Default DefaultL1MaxEntries (10,000).
+	L1MaxEntries int64
+
+	// LoaderTimeout bounds one loader call (and one batch-loader call). The loader runs
+	// under context.WithoutCancel of the first caller's context plus this timeout, so one
+	// caller giving up does not spoil the fill for the others. The fill lease that keeps
+	// other processes from loading the same id lasts LoaderTimeout + LeaseGrace. Default
+	// DefaultLoaderTimeout (5 seconds).
+	LoaderTimeout time.Duration
+
+	// EarlyRefreshBeta is XFetch's beta: a read of a row with r left to live refreshes it
+	// early with probability exp(-r / (beta * delta)), where delta is how long the row's
+	// last load took. Larger refreshes earlier. Default DefaultEarlyRefreshBeta (1.0); Off
+	// disables early refresh (rows are reloaded only once they have expired).
+	EarlyRefreshBeta float64
+
+	// StaleOnError opts the table into stale-on-error and bounds it: when a Get misses L1
+	// (its entry expired) and then Valkey does not answer or the loader fails, the table
+	// answers the last value this process's L1 held for the id, provided it was read from L2
+	// (or loaded) at most StaleOnError ago, and counts it in cache.Stats.StaleServed. The last
+	// value lives only in L1: an id that was invalidated, flushed or evicted has none, and
+	// then the error is returned. Default 0: off (errors are returned).
+	StaleOnError time.Duration
+
+	// StaleTimeout is how long a Get of a stale-on-error table with a stale value at hand
+	// waits for Valkey and the loader before it answers the stale value (the fill goes on in
+	// the background). Default DefaultStaleTimeout (250 ms); ignored when StaleOnError is 0.
+	StaleTimeout time.Duration
+}
+
+// Resolve validates s and returns it with every zero field replaced by its default. The
+// error wraps [ErrInvalidSpec] (and keys.ErrInvalid for a bad name).
+func (s Spec) Resolve() (Spec, error) {
+	if err := keys.ValidateName(s.Name); err != nil {
+		return Spec{}, fmt.Errorf("%w: Name: %w", ErrInvalidSpec, err)
+	}
+	bad := func(field, rule string, v any) error {
+		return fmt.Errorf("%w: table %s: %s is %v; %s", ErrInvalidSpec, s.Name, field, v, rule)
+	}
+	switch {
+	case s.TTL == 0:
+		s.TTL = DefaultTTL
+	case s.TTL < time.Millisecond:
+		return Spec{}, bad("TTL", "a row lives at least 1ms (SET ... PX)", s.TTL)
+	}
+	switch {
+	case s.Jitter == 0:
+		s.Jitter = DefaultJitter
+	case s.Jitter == Off:
+		s.Jitter = 0
+	case s.Jitter < 0 || s.Jitter >= 1 || math.IsNaN(s.Jitter):
+		return Spec{}, bad("Jitter", "a fraction in [0, 1), or tables.Off", s.Jitter)
+	}
+	switch {
+	case s.L1TTL == 0:
+		s.L1TTL = DefaultL1TTL
+	case s.L1TTL == Off:
+	case s.L1TTL < 0:
+		return Spec{}, bad("L1TTL", "positive, or tables.Off to disable L1", s.L1TTL)
+	}
+	switch {
+	case s.NegativeTTL == 0:
+		s.NegativeTTL = DefaultNegativeTTL
+	case s.NegativeTTL == Off:
+	case s.NegativeTTL < time.Millisecond:
+		return Spec{}, bad("NegativeTTL", "at least 1ms, or tables.Off", s.NegativeTTL)
+	}
+	switch {
+	case s.L1MaxEntries == 0:
+		s.L1MaxEntries = DefaultL1MaxEntries
+	case s.L1MaxEntries < 0:
+		return Spec{}, bad("L1MaxEntries", "a positive number of entries", s.L1MaxEntries)
+	}
+	switch {
+	case s.LoaderTimeout == 0:
+		s.LoaderTimeout = DefaultLoaderTimeout
+	case s.LoaderTimeout < time.Millisecond:
+		return Spec{}, bad("LoaderTimeout", "at least 1ms", s.LoaderTimeout)
+	}
+	switch {
+	case s.EarlyRefreshBeta == 0:
+		s.EarlyRefreshBeta = DefaultEarlyRefreshBeta
+	case s.EarlyRefreshBeta == Off:
+	case s.EarlyRefreshBeta < 0 || math.IsNaN(s.EarlyRefreshBeta) || math.IsInf(s.EarlyRefreshBeta, 0):
+		return Spec{}, bad("EarlyRefreshBeta", "positive, or tables.Off", s.EarlyRefreshBeta)
+	}
+	switch {
+	case s.StaleOnError < 0:
+		return Spec{}, bad("StaleOnError", "a positive bound, or 0 for off", s.StaleOnError)
+	case s.StaleTimeout == 0:
+		s.StaleTimeout = DefaultStaleTimeout
+	case s.StaleTimeout < time.Millisecond:
+		return Spec{}, bad("StaleTimeout", "at least 1ms", s.StaleTimeout)
+	}
+	return s, nil
+}
+
+// StaleEnabled reports whether a resolved spec serves stale values on error.
+func (s Spec) StaleEnabled() bool { return s.StaleOnError > 0 && s.L1TTL > 0 }
+
+// L1Enabled reports whether a resolved spec keeps values in L1.
+func (s Spec) L1Enabled() bool { return s.L1TTL > 0 }
+
+// NegativeEnabled reports whether a resolved spec stores not-found rows.
+func (s Spec) NegativeEnabled() bool { return s.NegativeTTL > 0 }
+
+// EarlyRefreshEnabled reports whether a resolved spec refreshes rows early (XFetch).
+func (s Spec) EarlyRefreshEnabled() bool { return s.EarlyRefreshBeta > 0 }
+
+// LeaseTTL is the lifetime of a fill lease: LoaderTimeout + LeaseGrace.
+func (s Spec) LeaseTTL() time.Duration { return s.LoaderTimeout + LeaseGrace }

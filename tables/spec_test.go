@@ -1,0 +1,173 @@
+package tables_test
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/tables"
+)
+
+func TestResolveDefaults(t *testing.T) {
+	t.Parallel()
+	s, err := tables.Spec{Name: "users"}.Resolve()
+	require.NoError(t, err)
+	require.Equal(t, tables.Spec{
+		Name:             "users",
+		TTL:              tables.DefaultTTL,
+		Jitter:           tables.DefaultJitter,
+		L1TTL:            tables.DefaultL1TTL,
+		NegativeTTL:      tables.DefaultNegativeTTL,
+		L1MaxEntries:     tables.DefaultL1MaxEntries,
+		LoaderTimeout:    tables.DefaultLoaderTimeout,
+		EarlyRefreshBeta: tables.DefaultEarlyRefreshBeta,
+		StaleTimeout:     tables.DefaultStaleTimeout,
+	}, s)
+	require.False(t, s.StaleEnabled(), "stale-on-error is opt-in")
+	require.True(t, s.L1Enabled())
+	require.True(t, s.NegativeEnabled())
+	require.True(t, s.EarlyRefreshEnabled())
+	require.Equal(t, tables.DefaultLoaderTimeout+tables.LeaseGrace, s.LeaseTTL())
+
+	again, err := s.Resolve()
+	require.NoError(t, err)
+	require.Equal(t, s, again, "resolving a resolved spec changes nothing")
+}
+
+func TestResolveOff(t *testing.T) {
+	t.Parallel()
+	s, err := tables.Spec{Name: "t", Jitter: tables.Off, L1TTL: tables.Off, NegativeTTL: tables.Off, EarlyRefreshBeta: tables.Off}.Resolve()
+	require.NoError(t, err)
+	require.Zero(t, s.Jitter, "Off jitter writes every row with exactly TTL")
+	require.False(t, s.L1Enabled())
+	require.False(t, s.NegativeEnabled())
+	require.False(t, s.EarlyRefreshEnabled())
+	again, err := s.Resolve()
+	require.NoError(t, err)
+	require.Equal(t, s.L1Enabled(), again.L1Enabled())
+	require.Equal(t, s.NegativeEnabled(), again.NegativeEnabled())
+}
+
+func TestResolveKeepsExplicitValues(t *testing.T) {
+	t.Parallel()
+	in := tables.Spec{Name: "t", TTL: 300 * time.Millisecond, Jitter: 0.25, L1TTL: time.Second, NegativeTTL: 5 * time.Millisecond,
+		L1MaxEntries: 7, LoaderTimeout: 2 * time.Millisecond, EarlyRefreshBeta: 2.5,
+		StaleOnError: 3 * time.Second, StaleTimeout: 20 * time.Millisecond}
+	s, err := in.Resolve()
+	require.NoError(t, err)
+	require.Equal(t, in, s)
+}
+
+func TestResolveRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		spec  tables.Spec
+		field string
+	}{
+		{"empty name", tables.Spec{}, "Name"},
+		{"brace in name", tables.Spec{Name: "a{b"}, "Name"},
+		{"colon in name", tables.Spec{Name: "a:b"}, "Name"},
+		{"long name", tables.Spec{Name: strings.Repeat("n", keys.MaxNameLen+1)}, "Name"},
+		{"negative TTL", tables.Spec{Name: "t", TTL: -time.Second}, "TTL"},
+		{"sub-ms TTL", tables.Spec{Name: "t", TTL: time.Microsecond}, "TTL"},
+		{"jitter 1", tables.Spec{Name: "t", Jitter: 1}, "Jitter"},
+		{"negative jitter", tables.Spec{Name: "t", Jitter: -0.5}, "Jitter"},
+		{"NaN jitter", tables.Spec{Name: "t", Jitter: math.NaN()}, "Jitter"},
+		{"negative L1TTL", tables.Spec{Name: "t", L1TTL: -time.Second}, "L1TTL"},
+		{"sub-ms NegativeTTL", tables.Spec{Name: "t", NegativeTTL: time.Microsecond}, "NegativeTTL"},
+		{"negative L1MaxEntries", tables.Spec{Name: "t", L1MaxEntries: -1}, "L1MaxEntries"},
+		{"sub-ms LoaderTimeout", tables.Spec{Name: "t", LoaderTimeout: time.Nanosecond}, "LoaderTimeout"},
+		{"negative beta", tables.Spec{Name: "t", EarlyRefreshBeta: -2}, "EarlyRefreshBeta"},
+		{"infinite beta", tables.Spec{Name: "t", EarlyRefreshBeta: math.Inf(1)}, "EarlyRefreshBeta"},
+		{"negative StaleOnError", tables.Spec{Name: "t", StaleOnError: -time.Second}, "StaleOnError"},
+		{"sub-ms StaleTimeout", tables.Spec{Name: "t", StaleOnError: time.Second, StaleTimeout: time.Microsecond}, "StaleTimeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := tc.spec.Resolve()
+			require.ErrorIs(t, err, tables.ErrInvalidSpec)
+			require.ErrorContains(t, err, tc.field)
+		})
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	t.Parallel()
+	var r tables.Registry
+	users, err := r.Declare(tables.Spec{Name: "users"})
+	require.NoError(t, err)
+	require.Equal(t, tables.DefaultTTL, users.Spec.TTL)
+	row, err := users.Keys.Row("42")
+	require.NoError(t, err)
+	require.Equal(t, "ecc:{users}:42", row)
+
+	_, err = r.Declare(tables.Spec{Name: "users", TTL: time.Hour})
+	require.ErrorIs(t, err, tables.ErrDuplicate)
+	_, err = r.Declare(tables.Spec{Name: "a}b"})
+	require.ErrorIs(t, err, tables.ErrInvalidSpec)
+	require.ErrorIs(t, err, keys.ErrInvalid)
+
+	_, err = r.Declare(tables.Spec{Name: "orders"})
+	require.NoError(t, err)
+	got, ok := r.Lookup("users")
+	require.True(t, ok)
+	require.Equal(t, users, got)
+	_, ok = r.Lookup("nope")
+	require.False(t, ok)
+	all := r.All()
+	require.Len(t, all, 2)
+	require.Equal(t, "orders", all[0].Spec.Name)
+	require.Equal(t, "users", all[1].Spec.Name)
+
+	r.Forget("users")
+	_, err = r.Declare(tables.Spec{Name: "users"})
+	require.NoError(t, err, "a forgotten name may be declared again")
+
+	var other tables.Registry
+	_, err = other.Declare(tables.Spec{Name: "users"})
+	require.NoError(t, err, "registries are independent: no package-level state")
+}
+
+// TestRegistryConcurrentDeclare: of many goroutines declaring one name, exactly one wins.
+func TestRegistryConcurrentDeclare(t *testing.T) {
+	t.Parallel()
+	var r tables.Registry
+	const n = 64
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { _, errs[i] = r.Declare(tables.Spec{Name: "hot", TTL: time.Duration(i+1) * time.Second}) })
+	}
+	wg.Wait()
+	wins := 0
+	for _, err := range errs {
+		if err == nil {
+			wins++
+		} else {
+			require.ErrorIs(t, err, tables.ErrDuplicate)
+		}
+	}
+	require.Equal(t, 1, wins)
+}
+
+func ExampleRegistry_Declare() {
+	var reg tables.Registry
+	users, err := reg.Declare(tables.Spec{Name: "users", TTL: 10 * time.Minute, NegativeTTL: tables.Off})
+	if err != nil {
+		panic(err)
+	}
+	row, _ := users.Keys.Row("42")
+	fmt.Println(row, users.Spec.TTL, users.Spec.Jitter, users.Spec.LeaseTTL())
+	_, err = reg.Declare(tables.Spec{Name: "users"})
+	fmt.Println(err)
+	// Output:
+	// ecc:{users}:42 10m0s 0.1 5.5s
+	// tables: duplicate table name: "users" is already declared on this cache
+}
