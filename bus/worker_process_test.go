@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,6 +41,8 @@ const (
 	envWork        = "EMQ_WORKER_WORK"
 	envConcurrency = "EMQ_WORKER_CONCURRENCY"
 	envLog         = "EMQ_WORKER_LOG"
+	envBeat        = "EMQ_WORKER_BEAT"      // optional: WorkerConfig.HeartbeatInterval
+	envHousekeep   = "EMQ_WORKER_HOUSEKEEP" // optional: WorkerConfig.HousekeepInterval
 )
 
 // TestWorkerProcess is the body of a worker process; run directly, it skips.
@@ -56,6 +59,15 @@ func TestWorkerProcess(t *testing.T) {
 	concurrency, err := strconv.Atoi(os.Getenv(envConcurrency))
 	require.NoError(t, err)
 	logAll := os.Getenv(envLog) == "1"
+	beat, housekeep := time.Duration(0), lease/5
+	if v := os.Getenv(envBeat); v != "" {
+		beat, err = time.ParseDuration(v)
+		require.NoError(t, err)
+	}
+	if v := os.Getenv(envHousekeep); v != "" {
+		housekeep, err = time.ParseDuration(v)
+		require.NoError(t, err)
+	}
 
 	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 	require.NoError(t, err)
@@ -78,7 +90,7 @@ func TestWorkerProcess(t *testing.T) {
 		}
 	}
 	w, err := bus.NewWorker(b, bus.WorkerConfig{
-		Queue: queue, Concurrency: concurrency, Lease: lease, HousekeepInterval: lease / 5,
+		Queue: queue, Concurrency: concurrency, Lease: lease, HeartbeatInterval: beat, HousekeepInterval: housekeep,
 		OnEvent: record,
 		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -106,7 +118,7 @@ type proc struct {
 }
 
 // startProc starts a worker process with the given settings.
-func startProc(t *testing.T, addr, queue, name string, lease, work time.Duration, concurrency int, logAll bool) *proc {
+func startProc(t *testing.T, addr, queue, name string, lease, work time.Duration, concurrency int, logAll bool, env ...string) *proc {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), name+".out")
 	f, err := os.Create(out)
@@ -119,6 +131,7 @@ func startProc(t *testing.T, addr, queue, name string, lease, work time.Duration
 	if logAll {
 		cmd.Env = append(cmd.Env, envLog+"=1")
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout, cmd.Stderr = f, f // files: no copying goroutines
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
@@ -268,9 +281,28 @@ func TestWorkerKill(t *testing.T) {
 // TestWorkerZombie: a worker process is SIGSTOPped while it holds 4 jobs, for twice its
 // lease; another worker reaps the jobs and completes them under token 2. When the zombie is
 // continued, every complete, fail or extend it sends for those jobs answers EMQSTALE (0 are
-// accepted), and each job finished exactly once, under its new token.
+// accepted), and each job finished exactly once, under its new token. Two cases: in
+// "heartbeat" the zombie's overdue heartbeat speaks first (its extends are refused and its
+// handlers' outcomes are then dropped); in "complete" the zombie renews nothing (no heartbeat,
+// no housekeeping), so its handlers' completes are what it sends, and they are refused.
 func TestWorkerZombie(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string // the answers the zombie must get after it is continued
+	}{
+		{"heartbeat", nil, "lease lost "},
+		{"complete", []string{envBeat + "=1h", envHousekeep + "=-1ns"}, "stale "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			zombieCase(t, tc.env, tc.want)
+		})
+	}
+}
+
+func zombieCase(t *testing.T, env []string, want string) {
 	srv := valkeytest.Shared(t)
 	c := srv.Client(t)
 	b := newBus(t, c, bus.Config{})
@@ -278,7 +310,7 @@ func TestWorkerZombie(t *testing.T) {
 	name := uniqueName(t)
 	const lease = time.Second
 	ids := enqueueTasks(t, b, name, "work", 4, "")
-	zombie := startProc(t, srv.Addr, name, "zombie", lease, 3*time.Second, 4, true)
+	zombie := startProc(t, srv.Addr, name, "zombie", lease, 3*time.Second, 4, true, env...)
 	eventually(t, time.Minute, "the zombie to hold the 4 jobs", func() bool {
 		cs, err := b.Counts(ctx, name)
 		require.NoError(t, err)
@@ -306,8 +338,7 @@ func TestWorkerZombie(t *testing.T) {
 	require.GreaterOrEqual(t, time.Since(stopped), 2*lease)
 	require.NoError(t, zombie.cmd.Process.Signal(syscall.SIGCONT))
 
-	// Every job gets at least one answer for the zombie: its heartbeat's extend, or the
-	// complete of its handler, which outlived the lease.
+	// Every job gets at least one answer for the zombie.
 	var after []string
 	eventually(t, time.Minute, "the zombie to hear about each job", func() bool {
 		after = logOf("zombie")[before:]
@@ -324,10 +355,11 @@ func TestWorkerZombie(t *testing.T) {
 	for _, e := range after {
 		require.True(t, strings.HasPrefix(e, "stale ") || strings.HasPrefix(e, "lease lost "), "the zombie's verb was accepted: %s", e)
 	}
+	require.True(t, slices.ContainsFunc(after, func(e string) bool { return strings.HasPrefix(e, want) }), "expected %q answers: %v", want, after)
 	t.Logf("the zombie's answers after it was continued: %v", after)
-	want := map[string]bool{}
+	wantDone := map[string]bool{}
 	for _, id := range ids {
-		want["completed "+id.String()+" 2"] = true
+		wantDone["completed "+id.String()+" 2"] = true
 	}
 	got := map[string]bool{}
 	for _, e := range logOf("other") {
@@ -336,7 +368,7 @@ func TestWorkerZombie(t *testing.T) {
 			got[e] = true
 		}
 	}
-	require.Equal(t, want, got, "each job completed once, by the other worker, under token 2")
+	require.Equal(t, wantDone, got, "each job completed once, by the other worker, under token 2")
 	done, err := c.Do(ctx, c.B().Hgetall().Key(name+".done").Build()).AsIntMap()
 	require.NoError(t, err)
 	require.Len(t, done, 4)
