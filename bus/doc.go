@@ -110,7 +110,8 @@
 // when it wakes. Markers pushed while no worker waited stay in the list, so a worker that
 // blocks later wakes at once. A marker is a hint, not a job: a woken worker may find nothing
 // to claim. Scheduled jobs push no marker until something promotes them (a claim,
-// [Bus.Promote]), so a worker's timeout bounds how late it notices a job falling due.
+// [Bus.Promote]); a [Worker] arms a timer for the run-at it reads with [Bus.NextDue], and
+// its wake timeout bounds how late it notices a job scheduled after that read.
 //
 // # Durability
 //
