@@ -1,6 +1,6 @@
 .DEFAULT_GOAL := help
 
-.PHONY: help setup test fuzz
+.PHONY: help setup test fuzz soak
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,3 +25,6 @@ bench-check: setup ## Fresh run; fails if a ratio of ours is worse than in bench
 
 bench-quick: setup ## Two short benchmark rounds, report into a temp dir (smoke test, numbers not for use)
 	bash bench/run.sh quick
+
+soak: setup ## Crash and model soak: 100,000 jobs and 20 SIGKILLs, the zombie, the protocol model at 2,000 checks
+	EMQ_SOAK=1 go test -race -count=1 -timeout 60m -run '^(TestWorkerKill|TestWorkerZombie|TestProtocolModel)$$' ./bus/ -rapid.checks=2000

@@ -8,6 +8,7 @@ require (
 	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
+	pgregory.net/rapid v1.2.0
 )
 
 require (

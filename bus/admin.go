@@ -347,3 +347,37 @@ func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo,
 	}
 	return info, nil
 }
+
+// NextDue reads how long, on the server's clock, until the earliest scheduled job of queue
+// falls due: 0 when one is due now; ok is false when nothing is scheduled. Idle workers use
+// it to wake at the run-at instead of polling.
+func (b *Bus) NextDue(ctx context.Context, queue string) (wait time.Duration, ok bool, err error) {
+	const op = "due"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return 0, false, err
+	}
+	msg, err := b.exec(ctx, b.dueRun(q), nil)
+	if err != nil {
+		return 0, false, errorFor(call{op: op, queue: queue}, err)
+	}
+	return dueReply(msg)
+}
+
+func (b *Bus) dueRun(q keys.Queue) run { return run{scDue, keysOf(scDue, q), nil} }
+
+// dueReply decodes a due reply: {} or {id, wait_ms}.
+func dueReply(msg valkey.ValkeyMessage) (time.Duration, bool, error) {
+	arr, err := msg.ToArray()
+	if err != nil || (len(arr) != 0 && len(arr) != 2) {
+		return 0, false, protocolError("due", "reply %v", msg)
+	}
+	if len(arr) == 0 {
+		return 0, false, nil
+	}
+	wait, err := arr[1].AsInt64()
+	if err != nil || wait < 0 {
+		return 0, false, protocolError("due", "reply %v", msg)
+	}
+	return time.Duration(wait) * time.Millisecond, true, nil
+}

@@ -146,6 +146,8 @@ var (
 	scPurge     = lua.Get("purge")
 	scCounts    = lua.Get("counts")
 	scLookup    = lua.Get("lookup")
+	scDue       = lua.Get("due")
+	scComplete2 = lua.Get("completemany")
 )
 
 // scriptKeys is each script's KEYS, in header order. TestScriptKeysMatchHeaders checks it
@@ -167,6 +169,8 @@ var scriptKeys = map[*lua.Script][]keys.Type{
 	scPurge:     {keys.Dead},
 	scCounts:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead, keys.Meta},
 	scLookup:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead},
+	scDue:       {keys.Schedule},
+	scComplete2: {keys.Active},
 }
 
 // queueKey is q's key of type t.

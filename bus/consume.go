@@ -159,6 +159,76 @@ func (b *Bus) completeRun(q keys.Queue, j Job) run {
 	return run{scComplete, keysOf(scComplete, q), []string{j.ID.String(), itoa(j.Token)}}
 }
 
+// CompleteMany retires several claimed jobs of one queue in one call, each fenced by its own
+// token as [Bus.Complete] is. It returns, for every job that was not retired, a
+// *[StaleError] with the reason; those jobs were not written. The error is for the call as a
+// whole (names, transport, an *[AckError]).
+func (b *Bus) CompleteMany(ctx context.Context, jobs []Job, opts *CompleteOpts) ([]*StaleError, error) {
+	const op = "complete"
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("%w: %s: no jobs", ErrInvalid, op)
+	}
+	var q keys.Queue
+	for i, j := range jobs {
+		jq, err := b.held(op, j)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			q = jq
+		} else if j.Queue != jobs[0].Queue {
+			return nil, fmt.Errorf("%w: %s: jobs of queues %s and %s in one call; complete each queue apart", ErrInvalid, op, jobs[0].Queue, j.Queue)
+		}
+	}
+	var ack *Ack
+	if opts != nil {
+		ack = &opts.Ack
+	}
+	msg, err := b.exec(ctx, completeManyRun(q, jobs), ack)
+	c := call{op: op, queue: q.Name()}
+	if err != nil && !errors.Is(err, ErrNotDurable) {
+		return nil, errorFor(c, err)
+	}
+	refused, perr := completeManyReply(q.Name(), jobs, msg)
+	if perr != nil {
+		return nil, perr
+	}
+	return refused, errorFor(c, err)
+}
+
+func completeManyRun(q keys.Queue, jobs []Job) run {
+	args := make([]string, 0, 2*len(jobs))
+	for _, j := range jobs {
+		args = append(args, j.ID.String(), itoa(j.Token))
+	}
+	return run{scComplete2, keysOf(scComplete2, q), args}
+}
+
+// completeManyReply decodes {retired, refused}, refused naming jobs by position.
+func completeManyReply(queue string, jobs []Job, msg valkey.ValkeyMessage) ([]*StaleError, error) {
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) != 2 {
+		return nil, protocolError("completemany", "reply %v", msg)
+	}
+	retired, err := arr[0].AsInt64()
+	flat, ferr := arr[1].ToArray()
+	if err != nil || ferr != nil || len(flat)%2 != 0 || int(retired)+len(flat)/2 != len(jobs) {
+		return nil, protocolError("completemany", "reply %v", msg)
+	}
+	var refused []*StaleError
+	for i := 0; i < len(flat); i += 2 {
+		pos, perr := flat[i].AsInt64()
+		reason, rerr := flat[i+1].ToString()
+		if perr != nil || rerr != nil || pos < 1 || int(pos) > len(jobs) {
+			return nil, protocolError("completemany", "reply %v", msg)
+		}
+		j := jobs[pos-1]
+		reason, _ = strings.CutPrefix(reason, "EMQSTALE ")
+		refused = append(refused, &StaleError{Op: "complete", Queue: queue, ID: j.ID, Token: j.Token, Reason: StaleReason(reason)})
+	}
+	return refused, nil
+}
+
 // CompleteAndClaim completes j and claims the next jobs of j's queue in one round trip (two
 // scripts pipelined on one connection, in that order). The claim runs even when the complete
 // is refused: the jobs are returned together with the complete's error, so a worker keeps

@@ -141,7 +141,7 @@ func TestProtocolContract(t *testing.T) {
 		la, lb := labels{}, labels{}
 		raw := map[string]rawScript{}
 		for _, name := range []string{"enqueue", "claim", "complete", "fail", "extend", "snooze", "promote", "reap",
-			"pause", "resume", "configure", "cancel", "retry", "purge", "counts", "lookup"} {
+			"pause", "resume", "configure", "cancel", "retry", "purge", "counts", "lookup", "due", "completemany"} {
 			raw[name] = loadRaw(t, c, name)
 		}
 		// The Go side's defaults, spelled as the raw side must pass them.
@@ -294,6 +294,18 @@ func TestProtocolContract(t *testing.T) {
 			goEnqueued(one(b.Enqueue(ctx, qa, []byte("p3"), &bus.EnqueueOpts{Delay: time.Hour}))),
 			rawEnqueue(strconv.FormatInt(time.Hour.Milliseconds(), 10), [2]string{"p3", ""}))
 		counts()
+		// The schedule's head: due within the hour on both sides.
+		goWait, goOK, err := b.NextDue(ctx, qa)
+		require.NoError(t, err)
+		dm, err := raw["due"].call(t, c, qb, nil)
+		require.NoError(t, err)
+		da, err := dm.ToArray()
+		require.NoError(t, err)
+		require.Len(t, da, 2)
+		rawWait, err := da[1].AsInt64()
+		require.NoError(t, err)
+		within := func(d time.Duration) bool { return d > 0 && d <= time.Hour }
+		step("due", []bool{goOK, within(goWait)}, []bool{true, within(time.Duration(rawWait) * time.Millisecond)})
 
 		// Claim, heartbeat, fenced completes.
 		step("claim 5", claimedGo(b.Claim(ctx, qa, &bus.ClaimOpts{Count: 5, Lease: time.Minute})), rawClaim("5", "60000"))
@@ -318,6 +330,32 @@ func TestProtocolContract(t *testing.T) {
 		step("extend", goLost, rawLost)
 		step("complete with a wrong token", goErr(b.Complete(ctx, job("#0", 2), nil)), rawErr(second(rawFenced("complete", "#0", "2", nil))))
 		step("complete", goErr(b.Complete(ctx, job("#0", 1), nil)), rawErr(second(rawFenced("complete", "#0", "1", nil))))
+		// A batch of stale completes: both refused, by position, nothing written.
+		goRefused, err := b.CompleteMany(ctx, []bus.Job{job("#0", 1), job("#2", 2)}, nil)
+		require.NoError(t, err)
+		var goMany []string
+		for _, e := range goRefused {
+			goMany = append(goMany, la.of(e.ID.String())+" EMQSTALE "+string(e.Reason))
+		}
+		m, err = raw["completemany"].call(t, c, qb, nil,
+			map[string]string{"id": idOf(lb, "#0"), "token": "1"}, map[string]string{"id": idOf(lb, "#2"), "token": "2"})
+		require.NoError(t, err)
+		a, err = m.ToArray()
+		require.NoError(t, err)
+		retired, err := a[0].AsInt64()
+		require.NoError(t, err)
+		require.Zero(t, retired)
+		refusedRaw, err := a[1].ToArray()
+		require.NoError(t, err)
+		var rawMany []string
+		for i := 0; i < len(refusedRaw); i += 2 {
+			pos, err := refusedRaw[i].AsInt64()
+			require.NoError(t, err)
+			reason, err := refusedRaw[i+1].ToString()
+			require.NoError(t, err)
+			rawMany = append(rawMany, []string{"#0", "#2"}[pos-1]+" "+reason)
+		}
+		step("completemany stale", goMany, rawMany)
 
 		// Fail back to pending, claim again (token 2), snooze back to pending.
 		step("fail", goWhere(b.Fail(ctx, job("#1", 1), nil)),

@@ -65,6 +65,42 @@
 //
 // The runnable version is examples/jobs.
 //
+// # Workers
+//
+// A [Worker] drives that loop for one queue. Work is typed by kind: a stable name that
+// travels at the head of the payload (the envelope, see [Envelope]), because a job row has
+// exactly three fields and one queue carries many kinds. Args are encoded by a [Codec] (JSON
+// by default); [HandleRaw] takes them as bytes.
+//
+//	type Email struct{ To string }
+//	w, _ := bus.NewWorker(b, bus.WorkerConfig{Queue: "emails", Concurrency: 20})
+//	bus.MustHandle(w, "email.send", func(ctx context.Context, t *bus.Task[Email]) error {
+//		if err := send(ctx, t.Args.To); errors.Is(err, errBadAddress) {
+//			return bus.SkipRetry(err) // straight to dead
+//		} else if errors.Is(err, errRateLimited) {
+//			return bus.Snooze(time.Minute) // again later, not counted as a failure
+//		}
+//		return err // nil completes; an error retries with exponential backoff and jitter
+//	}, &bus.HandlerOpts{Timeout: 30 * time.Second})
+//	w.Start()
+//	bus.EnqueueTask(ctx, b, "emails", "email.send", Email{To: "ada"}, nil)
+//	...
+//	w.Close(shutdownCtx) // stop claiming, finish or hand back running jobs
+//	fmt.Printf("%+v\n", w.Stats())
+//
+// The worker runs at most Concurrency handlers and claims only as many jobs as it has free
+// slots. One goroutine talks to the server in pipelined round trips: the outcomes of the
+// handlers that finished (their completes in one [Bus.CompleteMany] call, each job fenced by
+// its own token), the heartbeat (one extend for every lease held, on one timer; a lost lease
+// cancels the handler's context with cause [ErrLeaseLost]), housekeeping (a bounded reap and
+// promote on a jittered timer, in every worker, with no leader) and the claim for the free
+// slots, so a busy worker completes and claims in one round trip. Idle, it
+// blocks on the wake list with BLPOP on a connection of its own (valkey-go's blocking pool, so
+// the shared pipeline never stalls) and arms a timer for the earliest scheduled run-at, read
+// on the server's clock ([Bus.NextDue]); it never polls on a fixed sleep. A job scheduled by
+// another process while every worker idles is noticed at the next housekeeping promote
+// (which pushes a wake marker) or wake timeout, whichever comes first.
+//
 // # Waking idle workers
 //
 // Enqueue, promote, resume, retry and the verbs that put a job back in pending push one
@@ -74,7 +110,8 @@
 // when it wakes. Markers pushed while no worker waited stay in the list, so a worker that
 // blocks later wakes at once. A marker is a hint, not a job: a woken worker may find nothing
 // to claim. Scheduled jobs push no marker until something promotes them (a claim,
-// [Bus.Promote]), so a worker's timeout bounds how late it notices a job falling due.
+// [Bus.Promote]); a [Worker] arms a timer for the run-at it reads with [Bus.NextDue], and
+// its wake timeout bounds how late it notices a job scheduled after that read.
 //
 // # Durability
 //

@@ -155,8 +155,7 @@ func isNoScript(err error) bool {
 
 // isNil reports whether err is a nil reply.
 func isNil(err error) bool {
-	ve, ok := valkey.IsValkeyErr(err)
-	return ok && ve.IsNil()
+	return valkey.IsValkeyNil(err) // IsValkeyErr answers false for a nil reply
 }
 
 // call names the verb, queue, job and token an error is about.

@@ -235,7 +235,12 @@ func TestOverflow(t *testing.T) {
 			rec.handle(e)
 		})
 		require.NoError(t, err)
-		defer sub.Close()
+		var released sync.Once
+		unstall := func() { released.Do(func() { close(release) }) }
+		defer func() {
+			unstall() // a failed assertion must not leave Close waiting on the stalled handler
+			sub.Close()
+		}()
 
 		for i := range sent {
 			_, err := b.Publish(ctx, topic, []byte(strconv.Itoa(i)))
@@ -246,7 +251,7 @@ func TestOverflow(t *testing.T) {
 			m, d := sub.Queued()
 			return m == buffer && d == sent-1-buffer
 		})
-		close(release)
+		unstall()
 		// Every message is either delivered or counted in an Overflow event: the sum is exact.
 		events := rec.waitFor(t, "every message delivered or counted", func(ev []bus.Event) bool {
 			n := count(ev, bus.Message)

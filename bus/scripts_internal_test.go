@@ -31,7 +31,7 @@ func TestScriptKeysMatchHeaders(t *testing.T) {
 		require.True(t, ok, "%s is a queue script the bus does not know", s.Name)
 		require.Equal(t, want, declared, s.Name)
 	}
-	require.Len(t, scriptKeys, 16)
+	require.Len(t, scriptKeys, 18)
 }
 
 // TestEventQueue: the queue between valkey-go and the handler keeps order, bounds messages

@@ -3,13 +3,14 @@
 //
 //	VALKEY_ADDR=127.0.0.1:6379 go run ./examples/jobs -jobs 20
 //
-// The producer enqueues a batch, a few delayed jobs, and one job twice under the same
-// idempotency key (the second enqueue adds nothing). Consumers claim several jobs at a time,
-// wait on the queue's wake list when there is nothing to claim, keep their leases alive with
-// a batched extend, fail "flaky" jobs once with a backoff, and complete the rest; each
-// completion is announced on a broadcast topic, which the main goroutine counts. A
-// housekeeper reaps expired leases and promotes due jobs. The program exits 0 when every job
-// was completed, 1 on error or after -timeout.
+// The producer enqueues a batch of typed tasks, a few delayed ones, and one task twice under
+// the same idempotency key (the second enqueue adds nothing). Each consumer is a bus.Worker:
+// it claims as many jobs as it has free slots, waits on the queue's wake list (and the
+// schedule's earliest run-at) when there is nothing to claim, keeps its leases alive with one
+// batched extend per heartbeat, reaps and promotes the queue, retries "flaky" tasks once with
+// a backoff, and completes the rest; each completion is announced on a broadcast topic, which
+// the main goroutine counts. The program exits 0 when every job was completed, 1 on error or
+// after -timeout.
 package main
 
 import (
@@ -18,9 +19,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,7 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.queue, "queue", "example-jobs", "queue name (also the topic name)")
 	flag.IntVar(&cfg.jobs, "jobs", 20, "how many distinct jobs to enqueue")
-	flag.IntVar(&cfg.workers, "workers", 3, "how many consumer goroutines")
+	flag.IntVar(&cfg.workers, "workers", 3, "how many workers (4 handlers each)")
 	flag.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "give up after this long")
 	flag.Parse()
 	cfg.addr = os.Getenv("VALKEY_ADDR")
@@ -58,8 +59,7 @@ func run(cfg config, out io.Writer) error {
 	if cfg.jobs < 2 || cfg.workers < 1 {
 		return errors.New("need -jobs >= 2 and -workers >= 1")
 	}
-	q, err := keys.NewQueue(cfg.queue)
-	if err != nil {
+	if _, err := keys.NewQueue(cfg.queue); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
@@ -93,16 +93,16 @@ func run(cfg config, out io.Writer) error {
 	}
 	defer sub.Close()
 
-	// Producer.
+	// Producer: typed tasks, JSON-encoded in an envelope that names their kind.
 	var dup bus.Enqueued
 	{
 		batch := make([]bus.NewJob, cfg.jobs-1)
 		for i := range batch {
-			kind := "plain"
-			if i%4 == 1 {
-				kind = "flaky"
+			p, err := bus.EncodeTask("example.work", work{N: i, Flaky: i%4 == 1}, nil)
+			if err != nil {
+				return err
 			}
-			batch[i] = bus.NewJob{Payload: fmt.Appendf(nil, "%s job %d", kind, i)}
+			batch[i] = bus.NewJob{Payload: p}
 		}
 		delayed := batch[len(batch)/2:]
 		if _, err := b.EnqueueBatch(ctx, cfg.queue, batch[:len(batch)/2], nil); err != nil {
@@ -112,27 +112,66 @@ func run(cfg config, out io.Writer) error {
 			return err
 		}
 		// One key per run, so that a second run against the same server is not a duplicate.
-		once := &bus.EnqueueOpts{UniqueKey: "report-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
-		first, err := b.Enqueue(ctx, cfg.queue, []byte("plain report"), once)
+		once := &bus.TaskOpts{EnqueueOpts: bus.EnqueueOpts{UniqueKey: "report-" + strconv.FormatInt(time.Now().UnixNano(), 36)}}
+		first, err := bus.EnqueueTask(ctx, b, cfg.queue, "example.work", work{N: -1}, once)
 		if err != nil {
 			return err
 		}
-		if dup, err = b.Enqueue(ctx, cfg.queue, []byte("plain report"), once); err != nil {
+		if dup, err = bus.EnqueueTask(ctx, b, cfg.queue, "example.work", work{N: -1}, once); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "enqueued %d jobs (%d delayed); the second enqueue of key %q returned %s, duplicate=%v\n",
 			cfg.jobs, len(delayed), once.UniqueKey, dup.ID, dup.Duplicate && dup.ID == first.ID)
 	}
 
-	// Consumers and the housekeeper.
+	// Consumers: one worker each, 4 handlers at a time. Completions are announced on the
+	// topic by a publisher goroutine, since event hooks run on the worker's loop and must not
+	// block.
 	var retried atomic.Int64
-	errs := make(chan error, cfg.workers+1)
+	announce := make(chan string, cfg.jobs)
+	errs := make(chan error, 1)
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for w := range cfg.workers {
-		wg.Go(func() { errs <- consume(ctx, b, client, q, w, stop, &retried) })
+	wg.Go(func() {
+		for id := range announce {
+			if _, err := b.Publish(ctx, cfg.queue, []byte(id)); err != nil && ctx.Err() == nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		}
+	})
+	workers := make([]*bus.Worker, cfg.workers)
+	for i := range workers {
+		w, err := bus.NewWorker(b, bus.WorkerConfig{
+			Queue:       cfg.queue,
+			Concurrency: 4,
+			Backoff:     func(int64) time.Duration { return 50 * time.Millisecond },
+			Logger:      slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelError})),
+			OnEvent: func(e bus.JobEvent) {
+				switch e.Type {
+				case bus.JobCompleted:
+					announce <- e.Job.ID.String() // capacity cfg.jobs: never blocks
+				case bus.JobRetried:
+					retried.Add(1)
+				}
+			},
+		})
+		if err != nil {
+			return err
+		}
+		bus.MustHandle(w, "example.work", func(ctx context.Context, t *bus.Task[work]) error {
+			time.Sleep(5 * time.Millisecond) // the work
+			if t.Args.Flaky && t.Job.Token == 1 {
+				return errors.New("flaky: fails on its first attempt")
+			}
+			return nil
+		}, nil)
+		if err := w.Start(); err != nil {
+			return err
+		}
+		workers[i] = w
 	}
-	wg.Go(func() { errs <- housekeep(ctx, b, cfg.queue, stop) })
 
 	var result error
 	select {
@@ -142,7 +181,14 @@ func run(cfg config, out io.Writer) error {
 	case <-ctx.Done():
 		result = fmt.Errorf("after %v: %d of %d jobs completed", cfg.timeout, completed.Load(), cfg.jobs)
 	}
-	close(stop)
+	for _, w := range workers {
+		cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := w.Close(cctx); err != nil && result == nil {
+			result = err
+		}
+		ccancel()
+	}
+	close(announce)
 	wg.Wait()
 	if result != nil {
 		return result
@@ -156,95 +202,8 @@ func run(cfg config, out io.Writer) error {
 	return nil
 }
 
-// consume claims and works jobs until stop: up to 4 at a time, waiting on the wake list
-// when the queue is empty, with a heartbeat that extends every held lease in one call.
-func consume(ctx context.Context, b *bus.Bus, client valkey.Client, q keys.Queue, worker int, stop <-chan struct{}, retried *atomic.Int64) error {
-	for {
-		select {
-		case <-stop:
-			return nil
-		default:
-		}
-		jobs, err := b.Claim(ctx, q.Name(), &bus.ClaimOpts{Count: 4})
-		if err != nil {
-			return stopped(ctx, stop, err)
-		}
-		if len(jobs) == 0 {
-			// Nothing to claim: block on the wake list; the timeout covers scheduled jobs.
-			err := client.Do(ctx, client.B().Blpop().Key(q.Wake()).Timeout(0.1).Build()).Error()
-			if err != nil && !valkey.IsValkeyNil(err) {
-				return stopped(ctx, stop, err)
-			}
-			continue
-		}
-		// Heartbeat: one batched extend for all held jobs while they are worked.
-		beat, beatDone := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(beatDone)
-			t := time.NewTicker(500 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-beat:
-					return
-				case <-t.C:
-					if _, lost, err := b.ExtendMany(ctx, jobs, nil); err == nil && len(lost) > 0 {
-						fmt.Printf("worker %d lost %d leases\n", worker, len(lost))
-					}
-				}
-			}
-		}()
-		for _, j := range jobs {
-			time.Sleep(5 * time.Millisecond) // the work
-			if strings.HasPrefix(string(j.Payload), "flaky") && j.Token == 1 {
-				if _, err := b.Fail(ctx, j, &bus.FailOpts{Backoff: 50 * time.Millisecond}); err != nil {
-					return stopped(ctx, stop, err)
-				}
-				retried.Add(1)
-				continue
-			}
-			if err := b.Complete(ctx, j, nil); errors.Is(err, bus.ErrStale) {
-				continue // the lease was lost: another worker owns the job now
-			} else if err != nil {
-				return stopped(ctx, stop, err)
-			}
-			if _, err := b.Publish(ctx, q.Name(), []byte(j.ID.String())); err != nil {
-				return stopped(ctx, stop, err)
-			}
-		}
-		close(beat)
-		<-beatDone
-	}
-}
-
-// housekeep reaps expired leases and promotes due jobs until stop.
-func housekeep(ctx context.Context, b *bus.Bus, queue string, stop <-chan struct{}) error {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return nil
-		case <-t.C:
-		}
-		if _, err := b.Reap(ctx, queue, nil); err != nil {
-			return stopped(ctx, stop, err)
-		}
-		if _, err := b.Promote(ctx, queue, nil); err != nil {
-			return stopped(ctx, stop, err)
-		}
-	}
-}
-
-// stopped hides the errors of calls cut short by the end of the run.
-func stopped(ctx context.Context, stop <-chan struct{}, err error) error {
-	select {
-	case <-stop:
-		return nil
-	default:
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+// work is the example's task args.
+type work struct {
+	N     int  `json:"n"`
+	Flaky bool `json:"flaky,omitempty"`
 }

@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
+)
+
+// jobArgs are the args of every end-to-end job: the same small JSON object that bench/peers
+// enqueues for asynq (`{"order_id":123456,"action":"settle","amount":4200}`).
+type jobArgs struct {
+	OrderID int64  `json:"order_id"`
+	Action  string `json:"action"`
+	Amount  int64  `json:"amount"`
+}
+
+// quietLog drops the worker's log lines, so they cannot interleave with the result lines.
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// BenchmarkBusJobs is the EchoMQ worker's end-to-end throughput, measured as bench/peers
+// measures asynq (BenchmarkAsynqJobs, the same sub-benchmark names): b.N jobs are enqueued
+// before the timer starts (untimed, in batches of 1,000), then a bus.Worker with concurrency
+// c and a no-op typed handler (its args are decoded) starts, and the timer stops at the
+// b.N-th accepted complete (asynq's stops at the b.N-th handler return). ns/op is per job;
+// jobs/s is b.N over that span. Run it with a fixed -benchtime (run.sh uses 4000x): every b.N
+// tried costs a worker start.
+func BenchmarkBusJobs(b *testing.B) {
+	for _, c := range []int{1, 8, 20} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) { benchBusJobs(b, c) })
+	}
+}
+
+func benchBusJobs(b *testing.B, concurrency int) {
+	ctx := context.Background()
+	bb, err := bus.New(valkeytest.Shared(b).Client(b), bus.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	queue := UniqueName(b.Name())
+	n := b.N
+	payload, err := bus.EncodeTask("noop", jobArgs{OrderID: 123456, Action: "settle", Amount: 4200}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	batch := make([]bus.NewJob, 1000)
+	for i := range batch {
+		batch[i].Payload = payload
+	}
+	for left := n; left > 0; left -= len(batch) {
+		if _, err := bb.EnqueueBatch(ctx, queue, batch[:min(len(batch), left)], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var completed atomic.Int64
+	done := make(chan struct{})
+	w, err := bus.NewWorker(bb, bus.WorkerConfig{Queue: queue, Concurrency: concurrency, Logger: quietLog, OnEvent: func(e bus.JobEvent) {
+		if e.Type == bus.JobCompleted && completed.Add(1) == int64(n) {
+			close(done)
+		}
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bus.MustHandle(w, "noop", func(context.Context, *bus.Task[jobArgs]) error { return nil }, nil)
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("%d of %d jobs completed in 5 minutes", completed.Load(), n)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := w.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if s := w.Stats(); s.Completed != int64(n) || s.Claimed != int64(n) {
+		b.Fatalf("claimed %d, completed %d of %d", s.Claimed, s.Completed, n)
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), UnitJobsPerSec)
+}

@@ -1,0 +1,73 @@
+-- completemany: retire several claimed jobs of a queue in one call, each fenced by its own
+-- token exactly as complete does; the jobs that fail their check are named in the reply.
+--
+-- Pass 1 validates every argument and reads every row without writing; pass 2 retires the
+-- jobs that passed (ZREM from active, DEL of the row). The result is the same as calling
+-- complete once per job in call order: a job named twice is retired by its first passing
+-- entry, and a later entry for it answers EMQSTALE no row.
+--
+-- KEYS[1]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
+-- ARGV[1]  id*                          a starred ARGV repeats: ARGV[1], [2] describe the
+--          first job, [3], [4] the second, and so on (one job at least). id: its JOB id
+-- ARGV[2]  token*                       the attempts count its claim returned, an integer > 0
+-- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- REPLY    {retired, refused}: retired is how many jobs were retired; refused is a flat list
+--          {pos, reason, pos, reason, ...} of the jobs not retired, in call order: pos is the
+--          job's 1-based position in the call (an id may appear twice), reason is
+--          "EMQSTALE no row", "EMQSTALE not active" or "EMQSTALE token mismatch"; {} when
+--          every job was retired
+-- ERRORS   EMQKEYS when KEYS[1] is not a queue's active set; EMQARGS when an ARGV is not as
+--          declared (nothing written); EMQTYPE when a key holds another type (nothing written)
+local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)active$')
+if not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
+local n = #ARGV / 2
+if n < 1 or n ~= math.floor(n) then return redis.error_reply('EMQARGS expected id, token per job') end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'zset' then return redis.error_reply('EMQTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a zset') end
+-- Pass 1: validate every argument and read every row; no write.
+local ok, refused, retired = {}, {}, {}
+for i = 1, n do
+  local id, token = ARGV[2 * i - 1], ARGV[2 * i]
+  if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
+    return redis.error_reply('EMQARGS ARGV[' .. (2 * i - 1) .. '] is not a JOB id')
+  end
+  if #token > 15 or not string.match(token, '^[1-9]%d*$') then
+    return redis.error_reply('EMQARGS ARGV[' .. (2 * i) .. '] token must be an integer > 0')
+  end
+  local reason
+  if retired[id] then
+    reason = 'EMQSTALE no row'
+  else
+    -- One read per job: HMGET answers two nils for a missing row and an error for a key of
+    -- another type (caught, so the script can name it).
+    local jk = base .. 'job:' .. id
+    local row = redis.pcall('HMGET', jk, 'state', 'attempts')
+    if row['err'] then
+      if redis.call('EXISTS', jk) == 1 then
+        return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. redis.call('TYPE', jk)['ok'] .. ', not a hash')
+      end
+      return redis.error_reply(row['err'])
+    elseif not row[1] and not row[2] and redis.call('EXISTS', jk) == 0 then
+      reason = 'EMQSTALE no row'
+    elseif row[1] ~= 'active' then
+      reason = 'EMQSTALE not active'
+    elseif row[2] ~= token then
+      reason = 'EMQSTALE token mismatch'
+    end
+  end
+  if reason then
+    refused[#refused + 1] = i
+    refused[#refused + 1] = reason
+  else
+    retired[id] = true
+    ok[#ok + 1] = id
+  end
+end
+-- Pass 2: retire: one ZREM per 1000 ids (unpack's bound), one DEL per row.
+for i = 1, #ok, 1000 do
+  redis.call('ZREM', KEYS[1], unpack(ok, i, math.min(i + 999, #ok)))
+end
+for _, id in ipairs(ok) do
+  redis.call('DEL', base .. 'job:' .. id)
+end
+return {#ok, refused}
