@@ -1,16 +1,26 @@
 .DEFAULT_GOAL := help
 
-.PHONY: help setup test fuzz soak
+.PHONY: help setup demo test fuzz soak
+
+# The nested modules: the demo service (SQLite, Prometheus) and the peers measured by make bench.
+SERVICE := examples/service
+PEERS   := bench/peers
+DEMO_ARGS ?=
 
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: ## Install valkey-server and valkey-cli if missing (.ci/install-valkey)
 	bash .ci/install-valkey
 
-test: setup ## go vet, then all tests with the race detector
+demo: setup ## The main demo: Valkey + two service instances under a Zipf load, every read checked (DEMO_ARGS="-duration 60s -kill-at 15s")
+	cd $(SERVICE) && go run . demo $(DEMO_ARGS)
+
+test: setup ## go vet, then all tests with the race detector; the nested modules are vetted and tested too
 	go vet ./...
 	go test -race -count=1 -timeout 15m ./...
+	cd $(SERVICE) && go vet ./... && go test -count=1 -timeout 10m ./...
+	cd $(PEERS) && go vet ./...
 
 fuzz: ## Fuzz keys/ (FuzzParse) for 60 s
 	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/
