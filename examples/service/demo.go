@@ -326,7 +326,7 @@ func runDemo(ctx context.Context, cfg demoConfig) (int, error) {
 	sum := summarize(cfg, reads, writes, start, elapsed)
 	sum.errors = errCount.Load()
 	sum.jobsEnqueued = int64(jobs)
-	sum.jobsDone, sum.jobsDuplicate = st.JobsDone, st.JobsDuplicate
+	sum.jobsDone, sum.jobsDuplicate, sum.jobsReclaimed = st.JobsDone, st.JobsDuplicate, st.JobsReclaimed
 	sum.killed = killed.Load()
 	sum.stats = []*instanceStats{st, stB}
 	sum.print(out)

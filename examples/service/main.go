@@ -56,6 +56,7 @@ func main() {
 		fs.StringVar(&cfg.DB, "db", "catalog.db", "SQLite catalog file (created and seeded if missing)")
 		fs.StringVar(&cfg.Name, "name", "A", "instance name, shown in /stats")
 		fs.IntVar(&cfg.Products, "products", 100_000, "catalog size to seed on first start")
+		fs.DurationVar(&cfg.IndexDelay, "index-delay", 40*time.Millisecond, "how long a re-index job's simulated search-engine call takes")
 		_ = fs.Parse(os.Args[2:])
 		if err := serve(ctx, cfg); err != nil {
 			fmt.Fprintln(os.Stderr, "serve:", err)

@@ -25,6 +25,7 @@ import (
 type serveConfig struct {
 	Listen, Valkey, DB, Name string
 	Products                 int
+	IndexDelay               time.Duration // a re-index job's stand-in for a search-engine call
 }
 
 // The names this service declares on the engine.
@@ -81,7 +82,12 @@ func newService(ctx context.Context, cfg serveConfig, client valkey.Client, db *
 		return nil, err
 	}
 	bus.MustHandle(s.worker, reindexKind, func(ctx context.Context, t *bus.Task[reindexArgs]) error {
-		return db.Reindex(ctx, t.Job.ID.String(), t.Args.ID, t.Args.Version)
+		select { // the search engine's round trip
+		case <-time.After(cfg.IndexDelay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return db.Reindex(ctx, t.Job.ID.String(), t.Args.ID, t.Args.Version, t.Job.Token)
 	}, nil)
 	if err := s.worker.Start(); err != nil {
 		s.cache.Close()
@@ -132,6 +138,7 @@ type instanceStats struct {
 	JobsRun               int64 `json:"jobs_run"`
 	JobsDone              int64 `json:"jobs_done"`
 	JobsDuplicate         int64 `json:"jobs_run_more_than_once"`
+	JobsReclaimed         int64 `json:"jobs_finished_on_a_later_claim"`
 }
 
 func (s *service) Stats(ctx context.Context) (*instanceStats, error) {
@@ -140,7 +147,7 @@ func (s *service) Stats(ctx context.Context) (*instanceStats, error) {
 	if st.Bus, err = s.bus.Counts(ctx, reindexQueue); err != nil {
 		return nil, err
 	}
-	if st.JobsDone, st.JobsDuplicate, err = s.db.JobsDone(ctx); err != nil {
+	if st.JobsDone, st.JobsDuplicate, st.JobsReclaimed, err = s.db.JobsDone(ctx); err != nil {
 		return nil, err
 	}
 	st.JobsRun = st.Work.Completed

@@ -54,7 +54,8 @@ func (s *store) init(ctx context.Context, seed int) error {
 		`CREATE TABLE IF NOT EXISTS search_index (
 			product_id INTEGER PRIMARY KEY, version INTEGER NOT NULL, tokens TEXT NOT NULL)`,
 		`CREATE TABLE IF NOT EXISTS jobs_done (
-			job_id TEXT PRIMARY KEY, product_id INTEGER NOT NULL, version INTEGER NOT NULL, runs INTEGER NOT NULL)`,
+			job_id TEXT PRIMARY KEY, product_id INTEGER NOT NULL, version INTEGER NOT NULL, runs INTEGER NOT NULL,
+			token INTEGER NOT NULL)`,
 	} {
 		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("schema: %w", err)
@@ -111,8 +112,9 @@ func (s *store) Update(ctx context.Context, id int64, name string, priceCents in
 }
 
 // Reindex is the re-index job's effect: the index row moves to the product's current version
-// (never backwards), and the job is recorded as done, counting every run of it.
-func (s *store) Reindex(ctx context.Context, jobID string, id, version int64) error {
+// (never backwards), and the job is recorded as done, counting every run of it and keeping
+// the highest claim token (above 1: an earlier holder lost the job, e.g. by dying).
+func (s *store) Reindex(ctx context.Context, jobID string, id, version, token int64) error {
 	p, err := s.Get(ctx, id)
 	if err != nil {
 		return err
@@ -127,15 +129,17 @@ func (s *store) Reindex(ctx context.Context, jobID string, id, version int64) er
 		WHERE excluded.version > search_index.version`, id, p.Version, strings.ToLower(p.Name)); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO jobs_done (job_id, product_id, version, runs) VALUES (?, ?, ?, 1)
-		ON CONFLICT(job_id) DO UPDATE SET runs = runs + 1`, jobID, id, version); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO jobs_done (job_id, product_id, version, runs, token) VALUES (?, ?, ?, 1, ?)
+		ON CONFLICT(job_id) DO UPDATE SET runs = runs + 1, token = max(token, excluded.token)`, jobID, id, version, token); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-// JobsDone counts distinct re-index jobs that ran, and runs beyond the first (duplicates).
-func (s *store) JobsDone(ctx context.Context) (done, duplicates int64, err error) {
-	err = s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(runs - 1), 0) FROM jobs_done`).Scan(&done, &duplicates)
-	return done, duplicates, err
+// JobsDone counts distinct re-index jobs that ran, runs beyond the first (duplicates), and
+// jobs finished under a later claim than their first.
+func (s *store) JobsDone(ctx context.Context) (done, duplicates, reclaimed int64, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(runs - 1), 0), coalesce(sum(token > 1), 0) FROM jobs_done`).
+		Scan(&done, &duplicates, &reclaimed)
+	return done, duplicates, reclaimed, err
 }

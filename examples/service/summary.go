@@ -20,6 +20,7 @@ type summary struct {
 	jobsEnqueued  int64
 	jobsDone      int64
 	jobsDuplicate int64
+	jobsReclaimed int64 // finished under a later claim: an earlier holder died or lost its lease
 	killed        bool
 	stats         []*instanceStats
 	bound         time.Duration
@@ -114,9 +115,9 @@ func (s *summary) print(w io.Writer) {
 			time.Duration(st.PropagationMaxNanos).Round(time.Microsecond), st.Flushes, st.JobsRun)
 	}
 	if s.killed {
-		fmt.Fprintf(w, "instance B was killed mid-run; its claimed jobs were reaped and finished by A\n")
+		fmt.Fprintf(w, "instance B was killed mid-run; %d jobs were finished on a later claim after their holder died or lost its lease\n", s.jobsReclaimed)
 	}
-	fmt.Fprintf(w, "jobs          %d enqueued, %d done, %d ran more than once\n", s.jobsEnqueued, s.jobsDone, s.jobsDuplicate)
+	fmt.Fprintf(w, "jobs          %d enqueued by acknowledged writes, %d done, %d ran more than once\n", s.jobsEnqueued, s.jobsDone, s.jobsDuplicate)
 	fmt.Fprintf(w, "stale reads   %d beyond the %s bound\n", s.stale, s.bound)
 	for _, e := range s.staleExamples {
 		fmt.Fprintf(w, "  %s\n", e)
