@@ -68,8 +68,10 @@ func l1Side(b *testing.B) Side {
 }
 
 // BenchmarkCacheL1Hit: Table.Get answered by L1 (the seed: 762 ns).
-func BenchmarkCacheL1Hit(b *testing.B) {
-	side := l1Side(b)
+func BenchmarkCacheL1Hit(b *testing.B) { serialAndParallel(b, l1Side(b)) }
+
+// serialAndParallel runs side's op as the sub-benchmarks "serial" and "parallel".
+func serialAndParallel(b *testing.B, side Side) {
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -114,23 +116,7 @@ func l2Side(b *testing.B) Side {
 }
 
 // BenchmarkCacheL2Hit: Table.Get answered by the L2 row (the seed: 31 µs).
-func BenchmarkCacheL2Hit(b *testing.B) {
-	side := l2Side(b)
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			side.Op(b)
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				side.Op(b)
-			}
-		})
-	})
-}
+func BenchmarkCacheL2Hit(b *testing.B) { serialAndParallel(b, l2Side(b)) }
 
 // BenchmarkCompareL2 interleaves an L2 hit with a raw GET of a row of the same bytes.
 func BenchmarkCompareL2(b *testing.B) {
