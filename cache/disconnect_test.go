@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/cache"
 	"github.com/echocache/echocache/internal/valkeytest"
@@ -81,19 +82,35 @@ func runLoadHelper() error {
 // TestSubscriberDisconnects: CLIENT KILL TYPE pubsub every 200 ms during a mixed load across
 // 2 processes (this one writes and reads, a child reads): no read is staler than one
 // reconcile interval by the version history, and kills while nothing is written cause no
-// flush.
+// flush. It runs on a dedicated server and on a dedicated cluster (every node's pub/sub
+// clients are killed), so the kills reach no other test's subscribers.
 func TestSubscriberDisconnects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a child process")
 	}
 	t.Parallel()
+	t.Run("standalone", func(t *testing.T) {
+		t.Parallel()
+		srv := valkeytest.Start(t)
+		testSubscriberDisconnects(t, []string{srv.Addr}, srv.Client(t), []valkey.Client{srv.Client(t)})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		cl := valkeytest.StartCluster(t)
+		var admins []valkey.Client
+		for _, n := range cl.Nodes {
+			admins = append(admins, n.Client(t))
+		}
+		testSubscriberDisconnects(t, cl.Addrs(), cl.Client(t), admins)
+	})
+}
+
+func testSubscriberDisconnects(t *testing.T, addrs []string, client valkey.Client, admins []valkey.Client) {
 	ctx := context.Background()
-	srv := valkeytest.Start(t) // CLIENT KILL must not reach other tests' subscribers
-	admin := srv.Client(t)
 	table := tableName(t)
-	ch := startChild(t, []string{envHelper + "=load", envAddrs + "=" + srv.Addr, envTable + "=" + table})
+	ch := startChild(t, []string{envHelper + "=load", envAddrs + "=" + strings.Join(addrs, ","), envTable + "=" + table})
 	ch.expect(t, "READY", 60*time.Second)
-	c, err := cache.New(srv.Client(t), cache.Config{ReconcileInterval: killInterval})
+	c, err := cache.New(client, cache.Config{ReconcileInterval: killInterval})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	tbl, err := cache.NewTable(c, tables.Spec{Name: table}, func(context.Context, string) (int, error) { return 0, nil }, nil)
@@ -144,7 +161,13 @@ func TestSubscriberDisconnects(t *testing.T) {
 			case <-killing:
 				return
 			case <-tick.C:
-				if admin.Do(ctx, admin.B().ClientKill().TypePubsub().Build()).Error() == nil {
+				killed := false
+				for _, admin := range admins {
+					if admin.Do(ctx, admin.B().ClientKill().TypePubsub().Build()).Error() == nil {
+						killed = true
+					}
+				}
+				if killed {
 					kills.Add(1)
 				}
 			}
