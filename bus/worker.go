@@ -741,16 +741,9 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 	delay := max(backoff(r.job.Token), 0)
 	args := []string{id, tok, itoa(ms(delay)), itoa(int64(maxAttempts)), itoa(int64(w.b.cfg.MaxAttempts))}
 	return step{run{scFail, w.kFail, args}, func(res result) bool {
-		out, ferr := outcome("fail", call{"fail", w.q.Name(), r.job.ID, r.job.Token}, res.msg, res.err)
-		if transient(res.err) {
-			w.log.Error("bus: worker: fail", "job", r.job.ID, "err", ferr)
-			requeue()
-			return false
-		}
-		delete(st.held, r)
-		if ferr != nil {
-			w.refused(r, ferr)
-			return true
+		out, ok, retry := w.settle(st, r, "fail", res, requeue)
+		if !ok {
+			return !retry
 		}
 		w.stats.failed.Add(1)
 		if out.State == StateScheduled {
@@ -763,6 +756,24 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 		w.emit(e)
 		return true
 	}}
+}
+
+// settle reads the reply of a fail or snooze of r. A transient error requeues the step
+// (retry); otherwise r leaves the held set and a refusal (EMQSTALE and the like) is reported,
+// and ok says the outcome was accepted.
+func (w *Worker) settle(st *loopState, r *running, op string, res result, requeue func()) (out Outcome, ok, retry bool) {
+	out, err := outcome(op, call{op, w.q.Name(), r.job.ID, r.job.Token}, res.msg, res.err)
+	if transient(res.err) {
+		w.log.Error("bus: worker: "+op, "job", r.job.ID, "err", err)
+		requeue()
+		return out, false, true
+	}
+	delete(st.held, r)
+	if err != nil {
+		w.refused(r, err)
+		return out, false, false
+	}
+	return out, true, false
 }
 
 // completeStep retires the jobs whose handler returned nil, in one completemany call: one
@@ -813,16 +824,9 @@ func (w *Worker) completeStep(st *loopState, rs []*running, requeue func()) step
 func (w *Worker) snoozeStep(st *loopState, r *running, delay time.Duration, typ JobEventType, requeue func()) step {
 	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(ms(delay))}
 	return step{run{scSnooze, w.kSnooze, args}, func(res result) bool {
-		out, err := outcome("snooze", call{"snooze", w.q.Name(), r.job.ID, r.job.Token}, res.msg, res.err)
-		if transient(res.err) {
-			w.log.Error("bus: worker: snooze", "job", r.job.ID, "err", err)
-			requeue()
-			return false
-		}
-		delete(st.held, r)
-		if err != nil {
-			w.refused(r, err)
-			return true
+		out, ok, retry := w.settle(st, r, "snooze", res, requeue)
+		if !ok {
+			return !retry
 		}
 		if out.State == StateScheduled {
 			st.armDue(delay + time.Millisecond)
