@@ -908,11 +908,13 @@ func (w *Worker) extendSteps(st *loopState) []step {
 				r.lost = true
 				reason := StaleReason(flat[i+1][len("EMQSTALE "):])
 				serr := &StaleError{Op: "extend", Queue: w.q.Name(), ID: r.job.ID, Token: r.job.Token, Reason: reason}
+				// Count it before the handler can see it: a caller that learns of the loss
+				// from the handler's context finds it in Stats already.
+				w.emit(JobEvent{Type: JobLeaseLost, Job: r.job, Kind: r.kind, Err: serr})
 				r.cancel(ErrLeaseLost)
 				if r.finished {
 					delete(st.held, r)
 				}
-				w.emit(JobEvent{Type: JobLeaseLost, Job: r.job, Kind: r.kind, Err: serr})
 			}
 			for id, r := range byID {
 				if !lost[id] {
