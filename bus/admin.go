@@ -8,6 +8,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
 )
 
 // PromoteOpts are the options of [Bus.Promote]; nil means defaults.
@@ -30,7 +31,7 @@ func (b *Bus) Promote(ctx context.Context, queue string, opts *PromoteOpts) ([]k
 	if err != nil {
 		return nil, err
 	}
-	msg, err := b.exec(ctx, run{scPromote, keysOf(scPromote, q), []string{itoa(int64(limit))}}, nil)
+	msg, err := b.exec(ctx, lua.Run{Script: scPromote, Keys: keysOf(scPromote, q), Args: []string{itoa(int64(limit))}}, nil)
 	if err != nil {
 		return nil, errorFor(call{op: op, queue: queue}, err)
 	}
@@ -73,7 +74,7 @@ func (b *Bus) Reap(ctx context.Context, queue string, opts *ReapOpts) (Reaped, e
 		maxAttempts = opts.MaxAttempts
 	}
 	args := []string{itoa(int64(limit)), itoa(int64(maxAttempts)), itoa(int64(b.cfg.MaxAttempts))}
-	msg, err := b.exec(ctx, run{scReap, keysOf(scReap, q), args}, nil)
+	msg, err := b.exec(ctx, lua.Run{Script: scReap, Keys: keysOf(scReap, q), Args: args}, nil)
 	if err != nil {
 		return Reaped{}, errorFor(call{op: op, queue: queue}, err)
 	}
@@ -130,7 +131,7 @@ func (b *Bus) Pause(ctx context.Context, queue string) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.exec(ctx, run{scPause, keysOf(scPause, q), nil}, nil)
+	_, err = b.exec(ctx, lua.Run{Script: scPause, Keys: keysOf(scPause, q), Args: nil}, nil)
 	return errorFor(call{op: op, queue: queue}, err)
 }
 
@@ -142,7 +143,7 @@ func (b *Bus) Resume(ctx context.Context, queue string) error {
 	if err != nil {
 		return err
 	}
-	_, err = b.exec(ctx, run{scResume, keysOf(scResume, q), nil}, nil)
+	_, err = b.exec(ctx, lua.Run{Script: scResume, Keys: keysOf(scResume, q), Args: nil}, nil)
 	return errorFor(call{op: op, queue: queue}, err)
 }
 
@@ -157,7 +158,7 @@ func (b *Bus) SetMaxAttempts(ctx context.Context, queue string, n int) error {
 	if n < 0 {
 		return fmt.Errorf("%w: %s in queue %s: negative max attempts", ErrInvalid, op, queue)
 	}
-	_, err = b.exec(ctx, run{scConfigure, keysOf(scConfigure, q), []string{itoa(int64(n))}}, nil)
+	_, err = b.exec(ctx, lua.Run{Script: scConfigure, Keys: keysOf(scConfigure, q), Args: []string{itoa(int64(n))}}, nil)
 	return errorFor(call{op: op, queue: queue}, err)
 }
 
@@ -181,7 +182,7 @@ func (b *Bus) Cancel(ctx context.Context, queue string, id keys.JobID) (State, e
 	if err := jobArg(op, queue, id); err != nil {
 		return "", err
 	}
-	msg, err := b.exec(ctx, run{scCancel, keysOf(scCancel, q), []string{id.String()}}, nil)
+	msg, err := b.exec(ctx, lua.Run{Script: scCancel, Keys: keysOf(scCancel, q), Args: []string{id.String()}}, nil)
 	if err != nil {
 		return "", errorFor(call{op: op, queue: queue, id: id}, err)
 	}
@@ -211,7 +212,7 @@ func (b *Bus) RetryDead(ctx context.Context, queue string, ids ...keys.JobID) (i
 		}
 		args[i] = id.String()
 	}
-	msg, err := b.exec(ctx, run{scRetry, keysOf(scRetry, q), args}, nil)
+	msg, err := b.exec(ctx, lua.Run{Script: scRetry, Keys: keysOf(scRetry, q), Args: args}, nil)
 	if err != nil {
 		return 0, errorFor(call{op: op, queue: queue}, err)
 	}
@@ -253,7 +254,7 @@ func (b *Bus) PurgeDead(ctx context.Context, queue string, opts *PurgeOpts) ([]k
 			args = append(args, id.String())
 		}
 	}
-	msg, err := b.exec(ctx, run{scPurge, keysOf(scPurge, q), args}, nil)
+	msg, err := b.exec(ctx, lua.Run{Script: scPurge, Keys: keysOf(scPurge, q), Args: args}, nil)
 	if err != nil {
 		return nil, errorFor(call{op: op, queue: queue}, err)
 	}
@@ -275,7 +276,7 @@ func (b *Bus) Counts(ctx context.Context, queue string) (Counts, error) {
 	if err != nil {
 		return Counts{}, err
 	}
-	msg, err := b.exec(ctx, run{scCounts, keysOf(scCounts, q), nil}, nil)
+	msg, err := b.exec(ctx, lua.Run{Script: scCounts, Keys: keysOf(scCounts, q), Args: nil}, nil)
 	if err != nil {
 		return Counts{}, errorFor(call{op: op, queue: queue}, err)
 	}
@@ -318,7 +319,7 @@ func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo,
 	if err := jobArg(op, queue, id); err != nil {
 		return JobInfo{}, err
 	}
-	msg, err := b.exec(ctx, run{scLookup, keysOf(scLookup, q), []string{id.String()}}, nil)
+	msg, err := b.exec(ctx, lua.Run{Script: scLookup, Keys: keysOf(scLookup, q), Args: []string{id.String()}}, nil)
 	if err != nil {
 		return JobInfo{}, errorFor(call{op: op, queue: queue, id: id}, err)
 	}
@@ -364,7 +365,9 @@ func (b *Bus) NextDue(ctx context.Context, queue string) (wait time.Duration, ok
 	return dueReply(msg)
 }
 
-func (b *Bus) dueRun(q keys.Queue) run { return run{scDue, keysOf(scDue, q), nil} }
+func (b *Bus) dueRun(q keys.Queue) lua.Run {
+	return lua.Run{Script: scDue, Keys: keysOf(scDue, q), Args: nil}
+}
 
 // dueReply decodes a due reply: {} or {id, wait_ms}.
 func dueReply(msg valkey.ValkeyMessage) (time.Duration, bool, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,49 +129,49 @@ func (b *Bus) queue(op, name string) (keys.Queue, error) {
 	return q, nil
 }
 
-// The scripts the bus runs, looked up once. Each one's KEYS are listed in scriptKeys.
+// The scripts the bus runs, looked up once. Each one's KEYS come from its header (keysOf).
 var (
-	scEnqueue   = lua.Get("enqueue")
-	scClaim     = lua.Get("claim")
-	scComplete  = lua.Get("complete")
-	scFail      = lua.Get("fail")
-	scExtend    = lua.Get("extend")
-	scSnooze    = lua.Get("snooze")
-	scPromote   = lua.Get("promote")
-	scReap      = lua.Get("reap")
-	scPause     = lua.Get("pause")
-	scResume    = lua.Get("resume")
-	scConfigure = lua.Get("configure")
-	scCancel    = lua.Get("cancel")
-	scRetry     = lua.Get("retry")
-	scPurge     = lua.Get("purge")
-	scCounts    = lua.Get("counts")
-	scLookup    = lua.Get("lookup")
-	scDue       = lua.Get("due")
-	scComplete2 = lua.Get("completemany")
+	scEnqueue      = lua.Get("enqueue")
+	scClaim        = lua.Get("claim")
+	scComplete     = lua.Get("complete")
+	scCompleteMany = lua.Get("completemany")
+	scFail         = lua.Get("fail")
+	scExtend       = lua.Get("extend")
+	scSnooze       = lua.Get("snooze")
+	scPromote      = lua.Get("promote")
+	scReap         = lua.Get("reap")
+	scPause        = lua.Get("pause")
+	scResume       = lua.Get("resume")
+	scConfigure    = lua.Get("configure")
+	scCancel       = lua.Get("cancel")
+	scRetry        = lua.Get("retry")
+	scPurge        = lua.Get("purge")
+	scCounts       = lua.Get("counts")
+	scLookup       = lua.Get("lookup")
+	scDue          = lua.Get("due")
 )
 
-// scriptKeys is each script's KEYS, in header order. TestScriptKeysMatchHeaders checks it
-// against the headers, so the Go side cannot drift from the protocol.
-var scriptKeys = map[*lua.Script][]keys.Type{
-	scEnqueue:   {keys.Pending, keys.Schedule, keys.Meta, keys.Wake},
-	scClaim:     {keys.Pending, keys.Active, keys.Schedule, keys.Meta},
-	scComplete:  {keys.Active},
-	scFail:      {keys.Active, keys.Schedule, keys.Pending, keys.Dead, keys.Meta, keys.Wake},
-	scExtend:    {keys.Active},
-	scSnooze:    {keys.Active, keys.Schedule, keys.Pending, keys.Meta, keys.Wake},
-	scPromote:   {keys.Schedule, keys.Pending, keys.Meta, keys.Wake},
-	scReap:      {keys.Active, keys.Pending, keys.Dead, keys.Meta, keys.Wake},
-	scPause:     {keys.Meta},
-	scResume:    {keys.Meta, keys.Pending, keys.Wake},
-	scConfigure: {keys.Meta},
-	scCancel:    {keys.Pending, keys.Schedule},
-	scRetry:     {keys.Dead, keys.Pending, keys.Meta, keys.Wake},
-	scPurge:     {keys.Dead},
-	scCounts:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead, keys.Meta},
-	scLookup:    {keys.Pending, keys.Active, keys.Schedule, keys.Dead},
-	scDue:       {keys.Schedule},
-	scComplete2: {keys.Active},
+// scriptKeys is each bus script's KEYS, in header order, read from the headers themselves, so
+// the Go side cannot drift from the protocol.
+var scriptKeys = headerKeys(scEnqueue, scClaim, scComplete, scCompleteMany, scFail, scExtend, scSnooze,
+	scPromote, scReap, scPause, scResume, scConfigure, scCancel, scRetry, scPurge, scCounts, scLookup, scDue)
+
+// headerKeys parses the grammar form of each script's declared KEYS (emq:{<q>}:pending) into
+// its type. The bundle is compiled in, so a header that does not parse is a bug and panics.
+func headerKeys(scripts ...*lua.Script) map[*lua.Script][]keys.Type {
+	out := make(map[*lua.Script][]keys.Type, len(scripts))
+	for _, s := range scripts {
+		types := make([]keys.Type, len(s.Header.Keys))
+		for i, p := range s.Header.Keys {
+			k, err := keys.Parse(strings.Replace(p.Name, "<q>", "q", 1))
+			if err != nil || k.Role != keys.Bus || k.ID != "" {
+				panic(fmt.Sprintf("bus: script %s: KEYS[%d] %q is not a queue key of the grammar", s.Name, i+1, p.Name))
+			}
+			types[i] = k.Type
+		}
+		out[s] = types
+	}
+	return out
 }
 
 // queueKey is q's key of type t.
@@ -202,17 +203,10 @@ func keysOf(s *lua.Script, q keys.Queue) []string {
 	return out
 }
 
-// run is one script call.
-type run struct {
-	script *lua.Script
-	keys   []string
-	args   []string
-}
-
 // exec runs one script and returns its reply, with the ack the call asked for. The error is
 // the script's (translated), else the ack's (an *AckError, with a valid reply), else nil.
-func (b *Bus) exec(ctx context.Context, r run, ack *Ack) (valkey.ValkeyMessage, error) {
-	out, err := b.execMulti(ctx, []run{r}, ack)
+func (b *Bus) exec(ctx context.Context, r lua.Run, ack *Ack) (valkey.ValkeyMessage, error) {
+	out, err := b.execMulti(ctx, []lua.Run{r}, ack)
 	if len(out) == 0 {
 		return valkey.ValkeyMessage{}, err
 	}
@@ -232,13 +226,14 @@ type result struct {
 // Replicated or Persisted ack it runs them on one dedicated connection followed by WAIT or
 // WAITAOF, so the wait covers exactly these writes on the node that applied them. The second
 // return value is the ack's error (an *AckError) or a transport error of the whole call.
-func (b *Bus) execMulti(ctx context.Context, runs []run, ack *Ack) ([]result, error) {
+func (b *Bus) execMulti(ctx context.Context, runs []lua.Run, ack *Ack) ([]result, error) {
 	if ack == nil || ack.Durability == Primary {
 		if len(runs) == 1 {
-			msg, err := runs[0].script.Exec(ctx, b.client, runs[0].keys, runs[0].args).ToMessage()
+			msg, err := runs[0].Script.Exec(ctx, b.client, runs[0].Keys, runs[0].Args).ToMessage()
 			return []result{{msg, translate(err)}}, nil
 		}
-		return b.pipeline(ctx, b.client, runs, nil)
+		replies, _ := lua.Pipeline(ctx, b.client, runs, nil)
+		return results(replies), nil
 	}
 	if err := ack.validate(); err != nil {
 		return nil, err
@@ -246,9 +241,8 @@ func (b *Bus) execMulti(ctx context.Context, runs []run, ack *Ack) ([]result, er
 	var out []result
 	var ackErr error
 	err := b.client.Dedicated(func(dc valkey.DedicatedClient) error {
-		var err error
-		out, err = b.pipeline(ctx, dc, runs, ack)
-		ackErr = err
+		replies, wait := lua.Pipeline(ctx, dc, runs, ack.command)
+		out, ackErr = results(replies), ack.check(wait)
 		return nil
 	})
 	if err != nil {
@@ -257,51 +251,14 @@ func (b *Bus) execMulti(ctx context.Context, runs []run, ack *Ack) ([]result, er
 	return out, ackErr
 }
 
-// doer is what a client and a dedicated client share.
-type doer interface {
-	B() valkey.Builder
-	DoMulti(ctx context.Context, multi ...valkey.Completed) []valkey.ValkeyResult
-}
-
-// pipeline sends the runs by EVALSHA (plus the ack's wait) in one DoMulti, and resends the
-// runs that met NOSCRIPT by EVAL (plus the wait again). A NOSCRIPT run did not execute, so
-// resending it cannot apply it twice.
-func (b *Bus) pipeline(ctx context.Context, c doer, runs []run, ack *Ack) ([]result, error) {
-	out := make([]result, len(runs))
-	todo := make([]int, len(runs))
-	for i := range todo {
-		todo[i] = i
+// results reads and translates pipelined replies.
+func results(replies []valkey.ValkeyResult) []result {
+	out := make([]result, len(replies))
+	for i, r := range replies {
+		msg, err := r.ToMessage()
+		out[i] = result{msg, translate(err)}
 	}
-	var ackErr error
-	for attempt := 0; attempt < 2 && len(todo) > 0; attempt++ {
-		cmds := make(valkey.Commands, 0, len(todo)+1)
-		for _, i := range todo {
-			r := runs[i]
-			if attempt == 0 {
-				cmds = append(cmds, c.B().Evalsha().Sha1(r.script.SHA1).Numkeys(int64(len(r.keys))).Key(r.keys...).Arg(r.args...).Build())
-			} else {
-				cmds = append(cmds, c.B().Eval().Script(r.script.Source).Numkeys(int64(len(r.keys))).Key(r.keys...).Arg(r.args...).Build())
-			}
-		}
-		if ack != nil {
-			cmds = append(cmds, ack.command(c.B()))
-		}
-		res := c.DoMulti(ctx, cmds...)
-		var again []int
-		for j, i := range todo {
-			msg, err := res[j].ToMessage()
-			if attempt == 0 && isNoScript(err) {
-				again = append(again, i)
-				continue
-			}
-			out[i] = result{msg, translate(err)}
-		}
-		if ack != nil {
-			ackErr = ack.check(res[len(todo)])
-		}
-		todo = again
-	}
-	return out, ackErr
+	return out
 }
 
 // Durability says when a write call returns.

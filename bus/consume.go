@@ -10,6 +10,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
 )
 
 // State is the state field of a job row.
@@ -63,7 +64,7 @@ func (b *Bus) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]Job, 
 	return claimed(q, msg, err)
 }
 
-func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, run, error) {
+func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, error) {
 	const op = "claim"
 	var o ClaimOpts
 	if opts != nil {
@@ -71,10 +72,10 @@ func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, run, error) {
 	}
 	q, err := b.queue(op, queue)
 	if err != nil {
-		return q, run{}, err
+		return q, lua.Run{}, err
 	}
 	if o.Count < 0 || o.Lease < 0 {
-		return q, run{}, fmt.Errorf("%w: %s in queue %s: negative Count or Lease", ErrInvalid, op, queue)
+		return q, lua.Run{}, fmt.Errorf("%w: %s in queue %s: negative Count or Lease", ErrInvalid, op, queue)
 	}
 	count := max(o.Count, 1)
 	lease := o.Lease
@@ -88,7 +89,7 @@ func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, run, error) {
 	case promote < 0:
 		promote = 0
 	}
-	return q, run{scClaim, keysOf(scClaim, q), []string{itoa(ms(lease)), itoa(int64(count)), itoa(int64(promote))}}, nil
+	return q, lua.Run{Script: scClaim, Keys: keysOf(scClaim, q), Args: []string{itoa(ms(lease)), itoa(int64(count)), itoa(int64(promote))}}, nil
 }
 
 // claimed decodes a claim reply.
@@ -155,8 +156,8 @@ func (b *Bus) Complete(ctx context.Context, j Job, opts *CompleteOpts) error {
 	return errorFor(call{op, j.Queue, j.ID, j.Token}, err)
 }
 
-func (b *Bus) completeRun(q keys.Queue, j Job) run {
-	return run{scComplete, keysOf(scComplete, q), []string{j.ID.String(), itoa(j.Token)}}
+func (b *Bus) completeRun(q keys.Queue, j Job) lua.Run {
+	return lua.Run{Script: scComplete, Keys: keysOf(scComplete, q), Args: []string{j.ID.String(), itoa(j.Token)}}
 }
 
 // CompleteMany retires several claimed jobs of one queue in one call, each fenced by its own
@@ -196,12 +197,12 @@ func (b *Bus) CompleteMany(ctx context.Context, jobs []Job, opts *CompleteOpts) 
 	return refused, errorFor(c, err)
 }
 
-func completeManyRun(q keys.Queue, jobs []Job) run {
+func completeManyRun(q keys.Queue, jobs []Job) lua.Run {
 	args := make([]string, 0, 2*len(jobs))
 	for _, j := range jobs {
 		args = append(args, j.ID.String(), itoa(j.Token))
 	}
-	return run{scComplete2, keysOf(scComplete2, q), args}
+	return lua.Run{Script: scCompleteMany, Keys: keysOf(scCompleteMany, q), Args: args}
 }
 
 // completeManyReply decodes {retired, refused}, refused naming jobs by position.
@@ -247,7 +248,7 @@ func (b *Bus) CompleteAndClaim(ctx context.Context, j Job, opts *ClaimOpts) ([]J
 	if opts != nil {
 		ack = &opts.Ack
 	}
-	out, err := b.execMulti(ctx, []run{b.completeRun(q, j), cr}, ack)
+	out, err := b.execMulti(ctx, []lua.Run{b.completeRun(q, j), cr}, ack)
 	if len(out) != 2 {
 		return nil, fmt.Errorf("bus: complete and claim in queue %s: %w", j.Queue, err)
 	}
@@ -292,7 +293,7 @@ func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) 
 		return Outcome{}, fmt.Errorf("%w: %s %s in queue %s: negative Backoff or MaxAttempts", ErrInvalid, op, j.ID, j.Queue)
 	}
 	args := []string{j.ID.String(), itoa(j.Token), itoa(ms(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts))}
-	msg, err := b.exec(ctx, run{scFail, keysOf(scFail, q), args}, &o.Ack)
+	msg, err := b.exec(ctx, lua.Run{Script: scFail, Keys: keysOf(scFail, q), Args: args}, &o.Ack)
 	return outcome(op, call{op, j.Queue, j.ID, j.Token}, msg, err)
 }
 
@@ -334,7 +335,7 @@ func (b *Bus) Snooze(ctx context.Context, j Job, delay time.Duration, opts *Snoo
 	if opts != nil {
 		ack = &opts.Ack
 	}
-	msg, err := b.exec(ctx, run{scSnooze, keysOf(scSnooze, q), []string{j.ID.String(), itoa(j.Token), itoa(ms(delay))}}, ack)
+	msg, err := b.exec(ctx, lua.Run{Script: scSnooze, Keys: keysOf(scSnooze, q), Args: []string{j.ID.String(), itoa(j.Token), itoa(ms(delay))}}, ack)
 	return outcome(op, call{op, j.Queue, j.ID, j.Token}, msg, err)
 }
 
@@ -396,7 +397,7 @@ func (b *Bus) ExtendMany(ctx context.Context, jobs []Job, opts *ExtendOpts) (tim
 		byID[j.ID.String()] = j
 		args = append(args, j.ID.String(), itoa(j.Token))
 	}
-	msg, err := b.exec(ctx, run{scExtend, keysOf(scExtend, q), args}, &o.Ack)
+	msg, err := b.exec(ctx, lua.Run{Script: scExtend, Keys: keysOf(scExtend, q), Args: args}, &o.Ack)
 	c := call{op: op, queue: q.Name()}
 	if err != nil && !errors.Is(err, ErrNotDurable) {
 		return time.Time{}, nil, errorFor(c, err)

@@ -147,12 +147,6 @@ func translate(err error) error {
 	return err
 }
 
-// isNoScript reports whether err is the server's NOSCRIPT reply.
-func isNoScript(err error) bool {
-	ve, ok := valkey.IsValkeyErr(err)
-	return ok && ve.IsNoScript()
-}
-
 // isNil reports whether err is a nil reply.
 func isNil(err error) bool {
 	return valkey.IsValkeyNil(err) // IsValkeyErr answers false for a nil reply

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
 )
 
 // NewJob is one job of [Bus.EnqueueBatch].
@@ -103,7 +104,7 @@ func (b *Bus) EnqueueBatch(ctx context.Context, queue string, jobs []NewJob, opt
 		}
 		args = append(args, keys.NewJobID().String(), string(j.Payload), j.UniqueKey)
 	}
-	msg, err := b.exec(ctx, run{scEnqueue, keysOf(scEnqueue, q), args}, &o.Ack)
+	msg, err := b.exec(ctx, lua.Run{Script: scEnqueue, Keys: keysOf(scEnqueue, q), Args: args}, &o.Ack)
 	if err != nil && !errors.Is(err, ErrNotDurable) {
 		return nil, errorFor(call{op: op, queue: queue}, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
 )
 
 // Defaults of [WorkerConfig].
@@ -621,7 +622,7 @@ func (w *Worker) jitter(d time.Duration) time.Duration {
 
 // step is one script of a round trip and what to do with its reply.
 type step struct {
-	run   run
+	run   lua.Run
 	reply func(result) bool // false: a transport error, the round trip failed
 }
 
@@ -666,7 +667,7 @@ func (w *Worker) roundTrip(st *loopState, claim int, beatNow bool) bool {
 	}
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	runs := make([]run, len(steps))
+	runs := make([]lua.Run, len(steps))
 	for i, s := range steps {
 		runs[i] = s.run
 	}
@@ -740,7 +741,7 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 	}
 	delay := max(backoff(r.job.Token), 0)
 	args := []string{id, tok, itoa(ms(delay)), itoa(int64(maxAttempts)), itoa(int64(w.b.cfg.MaxAttempts))}
-	return step{run{scFail, w.kFail, args}, func(res result) bool {
+	return step{lua.Run{Script: scFail, Keys: w.kFail, Args: args}, func(res result) bool {
 		out, ok, retry := w.settle(st, r, "fail", res, requeue)
 		if !ok {
 			return !retry
@@ -823,7 +824,7 @@ func (w *Worker) completeStep(st *loopState, rs []*running, requeue func()) step
 
 func (w *Worker) snoozeStep(st *loopState, r *running, delay time.Duration, typ JobEventType, requeue func()) step {
 	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(ms(delay))}
-	return step{run{scSnooze, w.kSnooze, args}, func(res result) bool {
+	return step{lua.Run{Script: scSnooze, Keys: w.kSnooze, Args: args}, func(res result) bool {
 		out, ok, retry := w.settle(st, r, "snooze", res, requeue)
 		if !ok {
 			return !retry
@@ -887,7 +888,7 @@ func (w *Worker) extendSteps(st *loopState) []step {
 			args = append(args, r.job.ID.String(), itoa(r.job.Token))
 			byID[r.job.ID.String()] = r
 		}
-		steps = append(steps, step{run{scExtend, w.kExtend, args}, func(res result) bool {
+		steps = append(steps, step{lua.Run{Script: scExtend, Keys: w.kExtend, Args: args}, func(res result) bool {
 			if res.err != nil {
 				w.log.Error("bus: worker: heartbeat", "err", errorFor(call{op: "extend", queue: w.q.Name()}, res.err))
 				return !transient(res.err)
@@ -930,7 +931,7 @@ func (w *Worker) extendSteps(st *loopState) []step {
 // housekeepSteps reap and promote, bounded; a full batch asks for another round at once.
 func (w *Worker) housekeepSteps(st *loopState) []step {
 	limit := itoa(int64(w.cfg.HousekeepLimit))
-	reap := step{run{scReap, w.kReap, []string{limit, "0", itoa(int64(w.b.cfg.MaxAttempts))}}, func(res result) bool {
+	reap := step{lua.Run{Script: scReap, Keys: w.kReap, Args: []string{limit, "0", itoa(int64(w.b.cfg.MaxAttempts))}}, func(res result) bool {
 		if res.err != nil {
 			w.log.Error("bus: worker: reap", "err", errorFor(call{op: "reap", queue: w.q.Name()}, res.err))
 			return !transient(res.err)
@@ -952,7 +953,7 @@ func (w *Worker) housekeepSteps(st *loopState) []step {
 		}
 		return true
 	}}
-	promote := step{run{scPromote, w.kPromote, []string{limit}}, func(res result) bool {
+	promote := step{lua.Run{Script: scPromote, Keys: w.kPromote, Args: []string{limit}}, func(res result) bool {
 		if res.err != nil {
 			w.log.Error("bus: worker: promote", "err", errorFor(call{op: "promote", queue: w.q.Name()}, res.err))
 			return !transient(res.err)
@@ -972,7 +973,7 @@ func (w *Worker) housekeepSteps(st *loopState) []step {
 // claimStep claims up to n jobs and starts their handlers.
 func (w *Worker) claimStep(st *loopState, n int) step {
 	args := []string{itoa(ms(w.cfg.Lease)), itoa(int64(n)), itoa(int64(w.b.cfg.PromoteLimit))}
-	return step{run{scClaim, w.kClaim, args}, func(res result) bool {
+	return step{lua.Run{Script: scClaim, Keys: w.kClaim, Args: args}, func(res result) bool {
 		jobs, err := claimed(w.q, res.msg, res.err)
 		switch {
 		case errors.Is(err, ErrPaused):
@@ -1003,7 +1004,7 @@ func (w *Worker) claimStep(st *loopState, n int) step {
 
 // dueStep reads the schedule's head and arms the due timer for its run-at.
 func (w *Worker) dueStep(st *loopState) step {
-	return step{run{scDue, w.kDue, nil}, func(res result) bool {
+	return step{lua.Run{Script: scDue, Keys: w.kDue, Args: nil}, func(res result) bool {
 		if res.err != nil {
 			w.log.Error("bus: worker: reading the schedule", "err", errorFor(call{op: "due", queue: w.q.Name()}, res.err))
 			st.dueCheck = transient(res.err)

@@ -200,33 +200,6 @@ func (c *Cache) finishFill(ctx context.Context, key, token, row string, px time.
 	return n == 1, nil
 }
 
-// evalMany runs script once per key, pipelined in one round trip with EVALSHA; the runs
-// the server answers NOSCRIPT are sent again with EVAL (valkey-go's ExecMulti would first
-// SCRIPT LOAD on every node, one more round trip per call).
-func (c *Cache) evalMany(ctx context.Context, s *lua.Script, keys []string, args [][]string) []valkey.ValkeyResult {
-	cmds := make(valkey.Commands, len(keys))
-	for i, k := range keys {
-		cmds[i] = c.client.B().Evalsha().Sha1(s.SHA1).Numkeys(1).Key(k).Arg(args[i]...).Build()
-	}
-	res := c.client.DoMulti(ctx, cmds...)
-	var again []int
-	for i, r := range res {
-		if e, ok := valkey.IsValkeyErr(r.Error()); ok && e.IsNoScript() {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		cmds = cmds[:0]
-		for _, i := range again {
-			cmds = append(cmds, c.client.B().Eval().Script(s.Source).Numkeys(1).Key(keys[i]).Arg(args[i]...).Build())
-		}
-		for j, r := range c.client.DoMulti(ctx, cmds...) {
-			res[again[j]] = r
-		}
-	}
-	return res
-}
-
 // ms is a duration in whole milliseconds, at least 1 (PX refuses 0).
 func ms(d time.Duration) int64 {
 	if n := d.Milliseconds(); n > 0 {
@@ -258,12 +231,13 @@ func (c *Cache) leaseMany(ctx context.Context, keys []string, token string, ttl 
 // finishMany runs cache_fill for every key, pipelined in one round trip; written[i] tells
 // which rows landed. A key whose call failed reports its error in errs[i].
 func (c *Cache) finishMany(ctx context.Context, keys []string, token string, rows []string, pxs []time.Duration) (written []bool, errs []error) {
-	args := make([][]string, len(keys))
-	for i := range keys {
-		args[i] = fillArgs(token, rows[i], pxs[i])
+	runs := make([]lua.Run, len(keys))
+	for i, k := range keys {
+		runs[i] = lua.Run{Script: scriptFill, Keys: []string{k}, Args: fillArgs(token, rows[i], pxs[i])}
 	}
 	written, errs = make([]bool, len(keys)), make([]error, len(keys))
-	for i, r := range c.evalMany(ctx, scriptFill, keys, args) {
+	replies, _ := lua.Pipeline(ctx, c.client, runs, nil)
+	for i, r := range replies {
 		n, err := r.AsInt64()
 		if err != nil {
 			errs[i] = l2err("cache_fill", keys[i], err)

@@ -55,11 +55,6 @@ func (s *Script) Exec(ctx context.Context, c valkey.Client, keys, args []string)
 	return s.lua.Exec(ctx, c, keys, args)
 }
 
-// ExecMulti pipelines several runs of the script in one round trip per node.
-func (s *Script) ExecMulti(ctx context.Context, c valkey.Client, runs ...valkey.LuaExec) []valkey.ValkeyResult {
-	return s.lua.ExecMulti(ctx, c, runs...)
-}
-
 var bundle = mustLoad()
 
 // Get returns the named script. The bundle is compiled in, so an unknown name is a bug in the
