@@ -12,6 +12,7 @@ import (
 
 	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/lua"
+	"github.com/echocache/echocache/topic"
 )
 
 // Defaults of [Config] and of the per-call options.
@@ -64,6 +65,7 @@ type Config struct {
 type Bus struct {
 	client valkey.Client
 	cfg    Config
+	topics *topic.Topics // Publish and the subscriptions
 
 	mu     sync.RWMutex
 	queues map[string]keys.Queue // names validated once; bounded by maxCachedQueues
@@ -106,7 +108,11 @@ func New(client valkey.Client, cfg Config) (*Bus, error) {
 	if cfg.SubscribeBuffer == 0 {
 		cfg.SubscribeBuffer = DefaultSubscribeBuffer
 	}
-	return &Bus{client: client, cfg: cfg, queues: map[string]keys.Queue{}}, nil
+	topics, err := topic.New(client, topic.Config{MaxPayload: cfg.MaxPayload, SubscribeBuffer: cfg.SubscribeBuffer})
+	if err != nil {
+		return nil, fromTopic(err)
+	}
+	return &Bus{client: client, cfg: cfg, topics: topics, queues: map[string]keys.Queue{}}, nil
 }
 
 // queue validates name once and returns its key builder.

@@ -1,6 +1,6 @@
 // Package bus is EchoMQ: a job queue over Valkey whose protocol is the closed key grammar of
 // package keys plus the atomic Lua scripts of package lua, and the broadcast topics (sharded
-// pub/sub) that also carry EchoCache's invalidations.
+// pub/sub, from package topic) that also carry EchoCache's invalidations.
 //
 // # The model
 //
@@ -134,6 +134,13 @@
 // connection drops (it resubscribes by itself, with backoff); and [Overflow] when the handler
 // fell behind and messages were dropped at that point of the stream. Nothing is dropped
 // silently.
+//
+// The topics are package topic's, and are also available on their own there (topic.New,
+// with no queue; the cache subscribes to its invalidations that way). These three verbs
+// delegate to a topic.Topics that [New] builds from [Config].MaxPayload and
+// [Config].SubscribeBuffer; [Event], [EventKind] and [Subscription] are topic's types under
+// the bus's names, and the verbs' errors match [ErrInvalid] and [ErrTooLarge] as well as
+// topic's own sentinels.
 //
 // # Errors
 //

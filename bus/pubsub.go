@@ -3,395 +3,81 @@ package bus
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
-	"slices"
-	"sync"
-	"time"
 
-	"github.com/valkey-io/valkey-go"
-
-	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/topic"
 )
 
-// Resubscribe backoff: the first retry after a drop is immediate, later ones back off
-// exponentially with jitter, so a flapping server is not hammered.
+// The bus's broadcast topics are package topic's: these names keep the bus's API whole, and
+// a value of one is a value of the other.
+type (
+	// Event is one delivery to a subscription's handler: [topic.Event].
+	Event = topic.Event
+	// EventKind says what an [Event] reports: [topic.EventKind].
+	EventKind = topic.EventKind
+	// Subscription is a live subscription made by [Bus.Subscribe] or
+	// [Bus.SubscribeChannels]: [topic.Subscription].
+	Subscription = topic.Subscription
+)
+
+// The kinds of events a subscription delivers; see package topic for each one's meaning.
 const (
-	resubscribeMin = 50 * time.Millisecond
-	resubscribeMax = 5 * time.Second
+	// Message: a message arrived ([topic.Message]).
+	Message = topic.Message
+	// Subscribed: channels are subscribed, for the first time or again ([topic.Subscribed]).
+	Subscribed = topic.Subscribed
+	// Disconnected: a connection dropped; the subscription resubscribes by itself
+	// ([topic.Disconnected]).
+	Disconnected = topic.Disconnected
+	// Overflow: the handler fell behind and messages were dropped ([topic.Overflow]).
+	Overflow = topic.Overflow
 )
 
-// errUnsubscribed is a Disconnected event's Err when the server ended the subscription on a
-// live connection (it does so for shard channels whose slot moved).
-var errUnsubscribed = errors.New("bus: the server ended the subscription")
-
-// Publish sends payload to every subscriber of topic over sharded pub/sub (SPUBLISH on the
-// topic channel's slot) and returns how many subscribers of that shard received it.
-// Delivery is at most once: a subscriber that is disconnected at that moment misses it (and is
-// told so by its Disconnected and Subscribed events).
+// Publish sends payload to every subscriber of topic over sharded pub/sub and returns how
+// many subscribers of that shard received it; see [topic.Topics.Publish]. Payloads past
+// [Config.MaxPayload] are refused with [ErrTooLarge].
 func (b *Bus) Publish(ctx context.Context, topic string, payload []byte) (int64, error) {
-	const op = "publish"
-	ch, err := keys.TopicChannel(topic)
-	if err != nil {
-		return 0, invalid(op, err)
-	}
-	if len(payload) > b.cfg.MaxPayload {
-		return 0, fmt.Errorf("%w: %s on topic %s: %d bytes, the limit is %d", ErrTooLarge, op, topic, len(payload), b.cfg.MaxPayload)
-	}
-	n, err := b.client.Do(ctx, b.client.B().Spublish().Channel(ch).Message(string(payload)).Build()).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("bus: %s on topic %s: %w", op, topic, translate(err))
-	}
-	return n, nil
-}
-
-// EventKind says what an [Event] reports.
-type EventKind uint8
-
-// The kinds of events a subscription delivers.
-const (
-	// Message: a message arrived on Channel (Name is its topic or table), with Payload.
-	Message EventKind = iota + 1
-	// Subscribed: Channels are subscribed: after the first subscribe, and again after every
-	// resubscribe (Resubscribed true, Count > 1). Messages published while they were not
-	// subscribed are lost: a cache flushes what those channels cover.
-	Subscribed
-	// Disconnected: the connection carrying Channels dropped (Err says why); the subscription
-	// resubscribes by itself and reports Subscribed when it has.
-	Disconnected
-	// Overflow: the handler fell behind and Dropped messages were discarded at this point of
-	// the stream. Nothing is dropped silently: a cache flushes on it.
-	Overflow
-)
-
-// String is the kind's name: message, subscribed, disconnected or overflow.
-func (k EventKind) String() string {
-	switch k {
-	case Message:
-		return "message"
-	case Subscribed:
-		return "subscribed"
-	case Disconnected:
-		return "disconnected"
-	case Overflow:
-		return "overflow"
-	}
-	return fmt.Sprintf("EventKind(%d)", uint8(k))
-}
-
-// Event is one delivery to a subscription's handler.
-type Event struct {
-	Kind EventKind
-	// Channel and Payload: Message. Name is the name in the channel's hash tag: the topic of
-	// a topic channel, the table of an invalidation channel.
-	Channel string
-	Name    string
-	Payload []byte
-	// Channels: Subscribed and Disconnected: the channels of the connection concerned (on a
-	// cluster, one connection per slot; otherwise all of the subscription's channels).
-	Channels []string
-	// Resubscribed and Count: Subscribed. Count is how many times Channels were subscribed,
-	// 1 for the first time; Resubscribed is Count > 1.
-	Resubscribed bool
-	Count        int
-	// Dropped: Overflow: how many messages were discarded.
-	Dropped int
-	// Err: Disconnected: why the connection ended.
-	Err error
-}
-
-// Subscription is a live subscription made by [Bus.Subscribe] or [Bus.SubscribeChannels].
-// Its handler runs on one goroutine of its own, never on valkey-go's reader goroutine, one
-// event at a time, in order per connection.
-type Subscription struct {
-	client   valkey.Client
-	channels []string
-	handle   func(Event)
-	queue    *eventQueue
-
-	ctx    context.Context // lives until Close
-	cancel context.CancelFunc
-	conns  sync.WaitGroup // one goroutine per connection
-	loop   sync.WaitGroup // the handler goroutine
-	once   sync.Once
+	n, err := b.topics.Publish(ctx, topic, payload)
+	return n, fromTopic(err)
 }
 
 // Subscribe subscribes to topics (names, as given to [Bus.Publish]); see
-// [Bus.SubscribeChannels].
+// [topic.Topics.Subscribe].
 func (b *Bus) Subscribe(ctx context.Context, topics []string, handle func(Event)) (*Subscription, error) {
-	channels := make([]string, len(topics))
-	for i, t := range topics {
-		ch, err := keys.TopicChannel(t)
-		if err != nil {
-			return nil, invalid("subscribe", err)
-		}
-		channels[i] = ch
-	}
-	return b.SubscribeChannels(ctx, channels, handle)
+	sub, err := b.topics.Subscribe(ctx, topics, handle)
+	return sub, fromTopic(err)
 }
 
-// SubscribeChannels subscribes to shard channels: each must be a channel of the grammar (a
-// topic channel, see keys.TopicChannel, or a table's invalidation channel, see
-// keys.Table.Inval). On a cluster it holds one connection per slot, elsewhere one in all; it
-// resubscribes by itself after a drop, with backoff, until [Subscription.Close].
-//
-// It returns once the server confirmed every channel, with the first Subscribed event(s)
-// queued for handle: a message published after it returns is delivered. When the first
-// attempt fails it returns the error and leaves nothing running. ctx bounds only that wait;
-// the subscription lives until Close. handle must not call Close (Close waits for it).
+// SubscribeChannels subscribes to shard channels: topic channels and tables' invalidation
+// channels; see [topic.Topics.SubscribeChannels]. The subscription queues up to
+// [Config.SubscribeBuffer] messages for handle before it reports an [Overflow].
 func (b *Bus) SubscribeChannels(ctx context.Context, channels []string, handle func(Event)) (*Subscription, error) {
-	const op = "subscribe"
-	if len(channels) == 0 {
-		return nil, fmt.Errorf("%w: %s: no channels", ErrInvalid, op)
-	}
-	if handle == nil {
-		return nil, fmt.Errorf("%w: %s: nil handler", ErrInvalid, op)
-	}
-	channels = slices.Clone(channels)
-	slices.Sort(channels)
-	channels = slices.Compact(channels)
-	for _, ch := range channels {
-		k, err := keys.Parse(ch)
-		if err != nil {
-			return nil, invalid(op, err)
-		}
-		if k.Type != keys.Topic && k.Type != keys.Inval {
-			return nil, fmt.Errorf("%w: %s: %q is a %s key, not a topic or invalidation channel", ErrInvalid, op, ch, k.Type)
-		}
-	}
-	var groups [][]string
-	if b.client.Mode() == valkey.ClientModeCluster {
-		bySlot := map[uint16][]string{}
-		for _, ch := range channels {
-			bySlot[keys.Slot(ch)] = append(bySlot[keys.Slot(ch)], ch)
-		}
-		for _, g := range bySlot {
-			groups = append(groups, g)
-		}
-		slices.SortFunc(groups, func(a, b []string) int { return compareStrings(a[0], b[0]) })
-	} else {
-		groups = [][]string{channels}
-	}
-
-	s := &Subscription{client: b.client, channels: channels, handle: handle, queue: newEventQueue(b.cfg.SubscribeBuffer)}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.loop.Add(1)
-	go s.deliver()
-	ready := make([]chan error, len(groups))
-	for i, g := range groups {
-		ready[i] = make(chan error, 1)
-		s.conns.Add(1)
-		go s.hold(g, ready[i])
-	}
-	for _, r := range ready {
-		select {
-		case err := <-r:
-			if err != nil {
-				s.Close()
-				return nil, fmt.Errorf("bus: %s: %w", op, translate(err))
-			}
-		case <-ctx.Done():
-			s.Close()
-			return nil, fmt.Errorf("bus: %s: %w", op, ctx.Err())
-		}
-	}
-	return s, nil
+	sub, err := b.topics.SubscribeChannels(ctx, channels, handle)
+	return sub, fromTopic(err)
 }
 
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// topicError is an error of package topic as the bus returns it: it matches the bus's
+// sentinel of the same meaning too, so callers of the bus keep branching on [ErrInvalid] and
+// [ErrTooLarge], and the topic error (and keys.ErrInvalid) stays reachable.
+type topicError struct{ err error }
+
+func (e *topicError) Error() string { return "bus: " + e.err.Error() }
+
+func (e *topicError) Unwrap() error { return e.err }
+
+func (e *topicError) Is(target error) bool {
+	switch target {
+	case ErrInvalid:
+		return errors.Is(e.err, topic.ErrInvalid)
+	case ErrTooLarge:
+		return errors.Is(e.err, topic.ErrTooLarge)
 	}
-	return 0
+	return false
 }
 
-// Channels returns the subscribed channels, sorted.
-func (s *Subscription) Channels() []string { return slices.Clone(s.channels) }
-
-// Close ends the subscription: it unsubscribes, releases the connections, and returns when
-// the subscription's goroutines have ended and the handler has returned. Events not yet
-// delivered are discarded. It is safe to call more than once, but not from the handler.
-func (s *Subscription) Close() {
-	s.once.Do(func() {
-		s.cancel()
-		s.conns.Wait()
-		s.queue.close()
-		s.loop.Wait()
-	})
-}
-
-// deliver runs the handler, one event at a time, until Close.
-func (s *Subscription) deliver() {
-	defer s.loop.Done()
-	for {
-		e, ok := s.queue.pop()
-		if !ok {
-			return
-		}
-		s.handle(e)
+// fromTopic is the bus's face of an error of package topic.
+func fromTopic(err error) error {
+	if err == nil {
+		return nil
 	}
-}
-
-// hold keeps one connection's channels subscribed until Close. ready receives the first
-// attempt's outcome: nil once every channel is confirmed, else the error that ended it.
-func (s *Subscription) hold(channels []string, ready chan<- error) {
-	defer s.conns.Done()
-	var (
-		mu        sync.Mutex
-		count     int  // successful subscriptions so far
-		confirmed int  // confirmations on the current connection
-		up        bool // the current connection is subscribed
-	)
-	failures := 0 // attempts since the last drop that did not subscribe
-	for {
-		mu.Lock()
-		confirmed, up = 0, false
-		mu.Unlock()
-		// The hook runs on valkey-go's reader goroutine: it only counts and queues.
-		hook := func(ps valkey.PubSubSubscription) {
-			if ps.Kind != "ssubscribe" {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			confirmed++
-			if confirmed != len(channels) {
-				return
-			}
-			up = true
-			count++
-			s.queue.push(Event{Kind: Subscribed, Channels: slices.Clone(channels), Resubscribed: count > 1, Count: count})
-			if count == 1 {
-				ready <- nil
-			}
-		}
-		dc, release := s.client.Dedicate()
-		err := dc.Receive(valkey.WithOnSubscriptionHook(s.ctx, hook), dc.B().Ssubscribe().Channel(channels...).Build(),
-			func(m valkey.PubSubMessage) {
-				s.queue.push(Event{Kind: Message, Channel: m.Channel, Name: hashTag(m.Channel), Payload: []byte(m.Message)})
-			})
-		release()
-		if s.ctx.Err() != nil {
-			return
-		}
-		if err == nil {
-			err = errUnsubscribed
-		}
-		mu.Lock()
-		wasUp, everUp := up, count > 0
-		up = false
-		mu.Unlock()
-		if !everUp {
-			ready <- err // the first attempt failed: SubscribeChannels reports it and closes
-			return
-		}
-		if wasUp {
-			s.queue.push(Event{Kind: Disconnected, Channels: slices.Clone(channels), Err: err})
-			failures = 0 // the first retry after a drop is immediate
-		} else {
-			failures++
-		}
-		if failures > 0 {
-			backoff := min(resubscribeMin<<min(failures-1, 10), resubscribeMax)
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-time.After(backoff/2 + rand.N(backoff/2+1)):
-			}
-		}
-	}
-}
-
-// hashTag is the name inside a channel's braces.
-func hashTag(ch string) string {
-	k, err := keys.Parse(ch)
-	if err != nil {
-		return ""
-	}
-	return k.Name
-}
-
-// eventQueue hands events from valkey-go's goroutines to the handler goroutine. push never
-// blocks: past limit queued messages it drops messages and records the drop as an Overflow
-// event at that point of the stream. Control events are always queued; they are rare.
-type eventQueue struct {
-	mu       sync.Mutex
-	events   []Event
-	head     int
-	messages int // Message events queued
-	limit    int
-	closed   bool
-	wake     chan struct{} // capacity 1: "something was pushed or the queue closed"
-}
-
-func newEventQueue(limit int) *eventQueue {
-	return &eventQueue{limit: limit, wake: make(chan struct{}, 1)}
-}
-
-func (q *eventQueue) push(e Event) {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return
-	}
-	switch {
-	case e.Kind == Message && q.messages >= q.limit:
-		if n := len(q.events); n > q.head && q.events[n-1].Kind == Overflow {
-			q.events[n-1].Dropped++
-		} else {
-			q.events = append(q.events, Event{Kind: Overflow, Dropped: 1})
-		}
-	case e.Kind == Message:
-		q.messages++
-		q.events = append(q.events, e)
-	default:
-		q.events = append(q.events, e)
-	}
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-// pop waits for the next event; ok is false once the queue is closed.
-func (q *eventQueue) pop() (Event, bool) {
-	for {
-		q.mu.Lock()
-		if q.closed {
-			q.mu.Unlock()
-			return Event{}, false
-		}
-		if q.head < len(q.events) {
-			e := q.events[q.head]
-			q.events[q.head] = Event{}
-			q.head++
-			if e.Kind == Message {
-				q.messages--
-			}
-			if q.head == len(q.events) {
-				q.events, q.head = q.events[:0], 0
-			} else if q.head > 1024 && q.head > len(q.events)/2 {
-				q.events, q.head = append(q.events[:0], q.events[q.head:]...), 0
-			}
-			q.mu.Unlock()
-			return e, true
-		}
-		q.mu.Unlock()
-		<-q.wake
-	}
-}
-
-func (q *eventQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.events = nil
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	return &topicError{err: err}
 }

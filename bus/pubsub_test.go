@@ -1,338 +1,103 @@
 package bus_test
 
 import (
-	"context"
-	"strconv"
-	"sync"
+	"bytes"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/echocache/echocache/bus"
-	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/topic"
 )
 
-// recorder collects a subscription's events for a test.
-type recorder struct {
-	mu     sync.Mutex
-	events []bus.Event
-	added  chan struct{}
-}
+// The mechanism of pub/sub (resubscribe, overflow, cluster slots) is tested in package topic;
+// these tests prove that the bus's verbs reach it and that its errors keep the bus's names.
 
-func newRecorder() *recorder { return &recorder{added: make(chan struct{}, 1)} }
-
-func (r *recorder) handle(e bus.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-	select {
-	case r.added <- struct{}{}:
-	default:
-	}
-}
-
-// waitFor waits until the recorded events satisfy cond, and returns them.
-func (r *recorder) waitFor(t *testing.T, what string, cond func([]bus.Event) bool) []bus.Event {
-	t.Helper()
-	timeout := time.After(15 * time.Second)
-	for {
-		r.mu.Lock()
-		events := append([]bus.Event(nil), r.events...)
-		r.mu.Unlock()
-		if cond(events) {
-			return events
-		}
-		select {
-		case <-r.added:
-		case <-timeout:
-			t.Fatalf("timed out waiting for %s; events: %+v", what, events)
-		}
-	}
-}
-
-func count(events []bus.Event, kind bus.EventKind) int {
-	n := 0
-	for _, e := range events {
-		if e.Kind == kind {
-			n++
-		}
-	}
-	return n
-}
-
-func messages(events []bus.Event) []string {
-	var out []string
-	for _, e := range events {
-		if e.Kind == bus.Message {
-			out = append(out, e.Name+"="+string(e.Payload))
-		}
-	}
-	return out
-}
-
-// TestPublishSubscribe: topics on different slots are subscribed (one connection per slot on
-// the cluster), Subscribe returns after the Subscribed events, and every message published
-// afterwards arrives in order with its topic name.
+// TestPublishSubscribe: a message published through the bus reaches a subscription made
+// through the bus, as a bus.Event that is a topic.Event.
 func TestPublishSubscribe(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		b := newBus(t, tg.client, bus.Config{})
-		base := uniqueName(t)
-		topics := []string{base[:min(len(base), 60)] + ".a", base[:min(len(base), 60)] + ".b"}
-		slotA, slotB := keys.Slot(mustTopic(t, topics[0])), keys.Slot(mustTopic(t, topics[1]))
-		require.NotEqual(t, slotA, slotB, "the topics should land on different slots")
-
-		rec := newRecorder()
-		sub, err := b.Subscribe(ctx, topics, rec.handle)
-		require.NoError(t, err)
-		defer sub.Close()
-		wantConns := 1
-		if tg.name == "cluster" {
-			wantConns = 2
-		}
-		events := rec.waitFor(t, "subscribed", func(ev []bus.Event) bool { return count(ev, bus.Subscribed) == wantConns })
-		for _, e := range events {
-			require.Equal(t, bus.Subscribed, e.Kind)
-			require.False(t, e.Resubscribed)
-			require.Equal(t, 1, e.Count)
-		}
-
-		var want []string
-		for i := range 10 {
-			topic := topics[i%2]
-			n, err := b.Publish(ctx, topic, []byte(strconv.Itoa(i)))
-			require.NoError(t, err)
-			require.Equal(t, int64(1), n, "one subscriber")
-			want = append(want, topic+"="+strconv.Itoa(i))
-		}
-		events = rec.waitFor(t, "10 messages", func(ev []bus.Event) bool { return count(ev, bus.Message) == 10 })
-		got := messages(events)
-		// Order holds per connection; across slots the interleaving is free.
-		for _, topic := range topics {
-			require.Equal(t, filter(want, topic), filter(got, topic), topic)
-		}
-		for _, e := range events {
-			if e.Kind == bus.Message {
-				require.Equal(t, mustTopic(t, e.Name), e.Channel)
-			}
-		}
-	})
-}
-
-func filter(ss []string, prefix string) []string {
-	var out []string
-	for _, s := range ss {
-		if len(s) > len(prefix) && s[:len(prefix)+1] == prefix+"=" {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func mustTopic(t *testing.T, topic string) string {
-	t.Helper()
-	ch, err := keys.TopicChannel(topic)
-	require.NoError(t, err)
-	return ch
-}
-
-// TestSubscribeChannels: the channel-level subscribe takes topic channels and tables'
-// invalidation channels (keys.Table.Inval) and refuses every other string.
-func TestSubscribeChannels(t *testing.T) {
-	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
 		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
-		table := keys.MustTable(name)
-		q := keys.MustQueue(name)
-		row, err := table.Row("r1")
-		require.NoError(t, err)
-		for _, bad := range []string{"", "inval", "{" + name + "}:inval", row, table.Record(), q.Pending(), q.Meta(), q.Wake()} {
-			_, err := b.SubscribeChannels(ctx, []string{mustTopic(t, name), bad}, func(bus.Event) {})
-			require.ErrorIs(t, err, bus.ErrInvalid, bad)
-		}
-
-		rec := newRecorder()
-		sub, err := b.SubscribeChannels(ctx, []string{table.Inval(), mustTopic(t, name), table.Inval()}, rec.handle)
+		events := make(chan bus.Event, 16)
+		sub, err := b.Subscribe(ctx, []string{name}, func(e bus.Event) { events <- e })
 		require.NoError(t, err)
 		defer sub.Close()
-		require.Equal(t, []string{table.Inval(), mustTopic(t, name)}, sub.Channels(), "sorted, without repeats")
-		// The cache's scripts publish invalidations with SPUBLISH on the table's slot.
+		var s *topic.Subscription = sub // the same type
+		ch, err := keys.TopicChannel(name)
+		require.NoError(t, err)
+		require.Equal(t, []string{ch}, s.Channels())
+
+		first := next(t, events)
+		require.Equal(t, bus.Subscribed, first.Kind)
+		require.Equal(t, topic.Subscribed, first.Kind)
+		require.Equal(t, 1, first.Count)
+
+		n, err := b.Publish(ctx, name, []byte("hello"))
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "one subscriber")
+		require.Equal(t, bus.Event{Kind: bus.Message, Channel: ch, Name: name, Payload: []byte("hello")}, next(t, events))
+
+		// SubscribeChannels takes a table's invalidation channel, on which the cache publishes.
+		table := keys.MustTable(name)
+		inval := make(chan bus.Event, 16)
+		sub2, err := b.SubscribeChannels(ctx, []string{table.Inval()}, func(e bus.Event) { inval <- e })
+		require.NoError(t, err)
+		defer sub2.Close()
+		require.Equal(t, bus.Subscribed, next(t, inval).Kind)
 		require.NoError(t, c.Do(ctx, c.B().Spublish().Channel(table.Inval()).Message("k1").Build()).Error())
-		events := rec.waitFor(t, "the invalidation", func(ev []bus.Event) bool { return count(ev, bus.Message) == 1 })
-		var msg bus.Event
-		for _, e := range events {
-			if e.Kind == bus.Message {
-				msg = e
-			}
-		}
-		require.Equal(t, bus.Event{Kind: bus.Message, Channel: table.Inval(), Name: name, Payload: []byte("k1")}, msg)
+		require.Equal(t, bus.Event{Kind: bus.Message, Channel: table.Inval(), Name: name, Payload: []byte("k1")}, next(t, inval))
 	})
 }
 
-// TestResubscribeAfterClientKill: when the server drops the subscriber's connection (CLIENT
-// KILL TYPE pubsub), the handler hears Disconnected, then Subscribed with Resubscribed set and
-// Count 2, and messages flow again.
-func TestResubscribeAfterClientKill(t *testing.T) {
-	t.Parallel()
-	srv := valkeytest.Start(t, valkeytest.WithoutPersistence())
-	c := srv.Client(t)
-	admin := srv.Client(t)
-	b := newBus(t, c, bus.Config{})
-	ctx := context.Background()
-	topic := uniqueName(t)
-
-	rec := newRecorder()
-	sub, err := b.Subscribe(ctx, []string{topic}, rec.handle)
-	require.NoError(t, err)
-	defer sub.Close()
-	_, err = b.Publish(ctx, topic, []byte("before"))
-	require.NoError(t, err)
-	rec.waitFor(t, "the first message", func(ev []bus.Event) bool { return count(ev, bus.Message) == 1 })
-
-	for round := 2; round <= 3; round++ {
-		killed, err := admin.Do(ctx, admin.B().ClientKill().TypePubsub().Build()).AsInt64()
-		require.NoError(t, err)
-		require.Equal(t, int64(1), killed, "one subscriber connection")
-		events := rec.waitFor(t, "the resubscription", func(ev []bus.Event) bool { return count(ev, bus.Subscribed) == round })
-		tail := events[len(events)-2:]
-		require.Equal(t, bus.Disconnected, tail[0].Kind)
-		require.Error(t, tail[0].Err)
-		require.Equal(t, []string{mustTopic(t, topic)}, tail[0].Channels)
-		require.Equal(t, bus.Subscribed, tail[1].Kind)
-		require.True(t, tail[1].Resubscribed)
-		require.Equal(t, round, tail[1].Count)
-		require.Equal(t, round-1, count(events, bus.Disconnected))
-	}
-
-	_, err = b.Publish(ctx, topic, []byte("after"))
-	require.NoError(t, err)
-	events := rec.waitFor(t, "the message after the reconnects", func(ev []bus.Event) bool { return count(ev, bus.Message) == 2 })
-	require.Equal(t, []string{topic + "=before", topic + "=after"}, messages(events))
-}
-
-// TestOverflow: a handler that falls behind loses messages, never silently: past the buffer,
-// messages are dropped and an Overflow event with the exact count takes their place in the
-// stream; the handler never blocks valkey-go's reader, so later messages still arrive.
-func TestOverflow(t *testing.T) {
+// TestPubSubErrors: the bus's pub/sub errors match the bus's sentinels and package topic's
+// alike; the bus's Config reaches the topics (MaxPayload here).
+func TestPubSubErrors(t *testing.T) {
 	t.Parallel()
 	onTargets(t, func(t *testing.T, tg target) {
-		ctx := context.Background()
-		const buffer, sent = 4, 20
-		b := newBus(t, tg.client, bus.Config{SubscribeBuffer: buffer})
-		topic := uniqueName(t)
+		ctx, _, b, name, q := setup(t, tg, bus.Config{MaxPayload: 64})
 
-		release := make(chan struct{})
-		rec := newRecorder()
-		var once sync.Once
-		sub, err := b.Subscribe(ctx, []string{topic}, func(e bus.Event) {
-			if e.Kind == bus.Message {
-				once.Do(func() { <-release }) // stall on the first message
-			}
-			rec.handle(e)
-		})
-		require.NoError(t, err)
-		var released sync.Once
-		unstall := func() { released.Do(func() { close(release) }) }
-		defer func() {
-			unstall() // a failed assertion must not leave Close waiting on the stalled handler
-			sub.Close()
-		}()
+		_, err := b.Publish(ctx, name, bytes.Repeat([]byte("x"), 65))
+		require.ErrorIs(t, err, bus.ErrTooLarge)
+		require.ErrorIs(t, err, topic.ErrTooLarge)
+		require.NotErrorIs(t, err, bus.ErrInvalid)
+		require.ErrorContains(t, err, "the limit is 64")
 
-		for i := range sent {
-			_, err := b.Publish(ctx, topic, []byte(strconv.Itoa(i)))
-			require.NoError(t, err)
-		}
-		// One message is in the stalled handler, `buffer` are queued, the rest dropped.
-		eventually(t, 15*time.Second, "the drops to be recorded", func() bool {
-			m, d := sub.Queued()
-			return m == buffer && d == sent-1-buffer
-		})
-		unstall()
-		// Every message is either delivered or counted in an Overflow event: the sum is exact.
-		events := rec.waitFor(t, "every message delivered or counted", func(ev []bus.Event) bool {
-			n := count(ev, bus.Message)
-			for _, e := range ev {
-				n += e.Dropped
-			}
-			return n == sent
-		})
-		require.Positive(t, count(events, bus.Overflow))
-		require.Equal(t, buffer+1, count(events, bus.Message), "the stalled one and the buffer")
-		// Each Overflow sits exactly where its messages went missing.
-		last, dropped := -1, 0
-		for _, e := range events {
-			switch e.Kind {
-			case bus.Overflow:
-				require.Positive(t, e.Dropped)
-				dropped += e.Dropped
-			case bus.Message:
-				seq, err := strconv.Atoi(string(e.Payload))
-				require.NoError(t, err)
-				require.Equal(t, last+1+dropped, seq, "the gap before message %d is its Overflow's count", seq)
-				last, dropped = seq, 0
-			}
-		}
-		require.Equal(t, sent-1, last+dropped, "the drops at the end are counted too")
+		_, err = b.Publish(ctx, "a:b", []byte("x"))
+		require.ErrorIs(t, err, bus.ErrInvalid)
+		require.ErrorIs(t, err, topic.ErrInvalid)
+		require.ErrorIs(t, err, keys.ErrInvalid)
+		require.NotErrorIs(t, err, bus.ErrTooLarge)
 
-		_, err = b.Publish(ctx, topic, []byte("later"))
-		require.NoError(t, err)
-		events = rec.waitFor(t, "a message after the overflow", func(ev []bus.Event) bool { return count(ev, bus.Message) == buffer+2 })
-		require.Equal(t, bus.Message, events[len(events)-1].Kind)
-		require.Equal(t, "later", string(events[len(events)-1].Payload))
+		_, err = b.Subscribe(ctx, []string{"a{b"}, func(bus.Event) {})
+		require.ErrorIs(t, err, bus.ErrInvalid)
+		require.ErrorIs(t, err, topic.ErrInvalid)
+		require.ErrorIs(t, err, keys.ErrInvalid)
+
+		_, err = b.SubscribeChannels(ctx, []string{q.Pending()}, func(bus.Event) {})
+		require.ErrorIs(t, err, bus.ErrInvalid)
+		require.ErrorIs(t, err, topic.ErrInvalid)
+		require.ErrorContains(t, err, "not a topic or invalidation channel")
+
+		_, err = b.Subscribe(ctx, []string{name}, nil)
+		require.ErrorIs(t, err, bus.ErrInvalid)
+		require.ErrorIs(t, err, topic.ErrInvalid)
+
+		_, err = bus.New(tg.client, bus.Config{SubscribeBuffer: -1})
+		require.ErrorIs(t, err, bus.ErrInvalid)
 	})
 }
 
-// TestSubscriptionCloseLeaksNothing: Close returns when every goroutine of the subscription
-// ended. It is not parallel: goleak compares the whole process's goroutines.
-func TestSubscriptionCloseLeaksNothing(t *testing.T) {
-	srv := valkeytest.Shared(t)
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	c, err := newPlainClient(srv.Addr)
-	require.NoError(t, err)
-	defer c.Close()
-	b := newBus(t, c, bus.Config{})
-	ctx := context.Background()
-	rec := newRecorder()
-	sub, err := b.Subscribe(ctx, []string{uniqueName(t)}, rec.handle)
-	require.NoError(t, err)
-	_, err = b.Publish(ctx, uniqueName(t), []byte("x"))
-	require.NoError(t, err)
-	rec.waitFor(t, "the message", func(ev []bus.Event) bool { return count(ev, bus.Message) == 1 })
-	sub.Close()
-	sub.Close() // a second Close is a no-op
-}
-
-// TestResubscribeAfterFailover: on a cluster, when the topic's slot fails over to its replica,
-// the old primary ends the shard subscription; the subscriber reports Disconnected, finds the
-// new primary, reports Subscribed with Resubscribed set, and hears messages published there.
-func TestResubscribeAfterFailover(t *testing.T) {
-	t.Parallel()
-	cluster := valkeytest.StartCluster(t)
-	c := cluster.Client(t)
-	b := newBus(t, c, bus.Config{})
-	ctx := context.Background()
-	topic := uniqueName(t)
-	slot := keys.Slot(mustTopic(t, topic))
-
-	rec := newRecorder()
-	sub, err := b.Subscribe(ctx, []string{topic}, rec.handle)
-	require.NoError(t, err)
-	defer sub.Close()
-	require.NoError(t, cluster.Failover(ctx, slot))
-	events := rec.waitFor(t, "the resubscription", func(ev []bus.Event) bool { return count(ev, bus.Subscribed) == 2 })
-	require.Equal(t, 1, count(events, bus.Disconnected))
-	last := events[len(events)-1]
-	require.True(t, last.Resubscribed)
-	require.Equal(t, 2, last.Count)
-
-	// Publish until the cluster client's routing follows the failover too.
-	eventually(t, 15*time.Second, "a message through the new primary", func() bool {
-		n, err := b.Publish(ctx, topic, []byte("after"))
-		return err == nil && n == 1
-	})
-	rec.waitFor(t, "the message", func(ev []bus.Event) bool { return count(ev, bus.Message) >= 1 })
+// next is the next event on ch.
+func next(t *testing.T, ch <-chan bus.Event) bus.Event {
+	t.Helper()
+	select {
+	case e := <-ch:
+		return e
+	case <-time.After(15 * time.Second):
+		t.Fatal("timed out waiting for an event")
+		return bus.Event{}
+	}
 }

@@ -35,8 +35,8 @@ type Config struct {
 	SubscribeTimeout time.Duration
 
 	// SubscribeBuffer is how many invalidation messages may wait for the subscriber before
-	// it drops them; a drop flushes every table's L1, never silently. Default
-	// bus.DefaultSubscribeBuffer.
+	// it drops them; a drop flushes every table's L1, never silently. Default 1024
+	// (topic.DefaultSubscribeBuffer).
 	SubscribeBuffer int
 }
 

@@ -8,16 +8,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/topic"
 )
 
 // Coherence across processes. Every write ([Table.Set], [Table.Invalidate],
 // [Table.InvalidateAll]) is one script that changes the rows, bumps the table's sequence in
 // its coherence record ecc:{<table>} (hash: epoch, seq) and publishes
 // "<epoch>\n<seq>\n<server µs>\n<id>..." on the table's channel, from the table's slot, so
-// every subscriber sees one table's sequence in order. Each Cache holds one bus subscription
-// for all its tables and keeps, per table, the (epoch, seq) it has seen:
+// every subscriber sees one table's sequence in order. Each Cache holds one subscription
+// (package topic) for all its tables and keeps, per table, the (epoch, seq) it has seen:
 //
 //   - a message with the next seq drops its ids from L1; an older one (a duplicate, or one
 //     overtaken by a reconcile) still drops them and changes nothing else;
@@ -54,7 +54,7 @@ const maxRetired = 4
 // coherence is a Cache's subscriber and reconciler.
 type coherence struct {
 	c        *Cache
-	bus      *bus.Bus
+	topics   *topic.Topics
 	period   time.Duration // between reconciles: the interval minus the grace
 	grace    time.Duration // how long a moved record waits for messages in flight
 	subWait  time.Duration
@@ -64,7 +64,7 @@ type coherence struct {
 	stopOnce sync.Once
 
 	subMu    sync.Mutex // serializes (re)subscribing
-	sub      *bus.Subscription
+	sub      *topic.Subscription
 	subCount int // channels sub covers
 
 	mu        sync.Mutex
@@ -99,7 +99,7 @@ type tableState struct {
 }
 
 func newCoherence(c *Cache, cfg Config) (*coherence, error) {
-	b, err := bus.New(c.client, bus.Config{SubscribeBuffer: cfg.SubscribeBuffer})
+	topics, err := topic.New(c.client, topic.Config{SubscribeBuffer: cfg.SubscribeBuffer})
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func newCoherence(c *Cache, cfg Config) (*coherence, error) {
 		subWait = DefaultSubscribeTimeout
 	}
 	co := &coherence{
-		c: c, bus: b, period: max(interval-grace, interval/2), grace: grace, subWait: subWait,
+		c: c, topics: topics, period: max(interval-grace, interval/2), grace: grace, subWait: subWait,
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		byName: map[string]*tableState{}, byChannel: map[string]*tableState{}, pending: map[*tableState]bool{},
 	}
@@ -156,7 +156,7 @@ func (co *coherence) syncTables(ctx context.Context) {
 		return
 	}
 	if co.sub == nil || co.subCount != len(channels) {
-		sub, err := co.bus.SubscribeChannels(ctx, channels, co.handle)
+		sub, err := co.topics.SubscribeChannels(ctx, channels, co.handle)
 		if err != nil {
 			co.c.log.Warn("cache: subscribing to invalidations failed; L1 stays off until it succeeds", "err", err)
 			return
@@ -202,10 +202,10 @@ func (co *coherence) readRecords(ctx context.Context, tss []*tableState) ([]reco
 }
 
 // handle runs on the subscription's delivery goroutine, never on the connection's reader:
-// the bus queues events and reports an Overflow rather than block or drop silently.
-func (co *coherence) handle(ev bus.Event) {
+// package topic queues events and reports an Overflow rather than block or drop silently.
+func (co *coherence) handle(ev topic.Event) {
 	switch ev.Kind {
-	case bus.Message:
+	case topic.Message:
 		co.mu.Lock()
 		ts := co.byChannel[ev.Channel]
 		co.mu.Unlock()
@@ -225,7 +225,7 @@ func (co *coherence) handle(ev bus.Event) {
 		if co.hookDropped != nil {
 			co.hookDropped(ts.name, ids)
 		}
-	case bus.Subscribed:
+	case topic.Subscribed:
 		if !ev.Resubscribed {
 			return
 		}
@@ -241,7 +241,7 @@ func (co *coherence) handle(ev bus.Event) {
 		case co.kick <- struct{}{}:
 		default:
 		}
-	case bus.Overflow:
+	case topic.Overflow:
 		co.mu.Lock()
 		all := make([]*tableState, 0, len(co.byName))
 		for _, ts := range co.byName {

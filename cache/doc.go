@@ -48,7 +48,8 @@
 // the table's sequence in its coherence record ecc:{<table>} and SPUBLISHes the invalidation
 // (epoch, sequence, server time, ids) on the table's channel, all on the table's slot;
 // [Table.InvalidateAll] deletes every row and starts a new epoch. The writer drops its own
-// L1 entry before the call returns. Each [Cache] holds one bus subscription for all its
+// L1 entry before the call returns. Each [Cache] holds one sharded pub/sub subscription
+// (package topic; the cache does not depend on the job queue of package bus) for all its
 // tables: a message drops its ids; a sequence gap, an epoch change (InvalidateAll, or a
 // record lost to FLUSHALL or a restart without persistence), a queue overflow, or a
 // resubscribe or reconcile (every [Config].ReconcileInterval, default 5 s) that finds the

@@ -1,4 +1,4 @@
-package bus
+package topic
 
 // Queued reports what a subscription holds for its handler: queued messages, and the drops
 // recorded by an Overflow event still queued. Tests use it to wait for a state instead of

@@ -1,0 +1,59 @@
+// Package topic is sharded pub/sub over Valkey: broadcast topics, and the tables'
+// invalidation channels that EchoCache's scripts publish on. It owns publishing, subscribing,
+// the events a subscription delivers and resubscribing after a drop, so that package cache
+// depends on topics and not on the job queue of package bus. (A bus.Bus offers the same
+// verbs by delegating to [Topics] it holds.)
+//
+// A topic is named by a string of the key grammar (1 to 64 bytes of [A-Za-z0-9_.-]); its
+// channel is emq:{<topic>}:topic (keys.TopicChannel), so a topic lives on one cluster slot.
+// [Topics.Publish] sends with SPUBLISH on that slot; [Topics.Subscribe] subscribes topics by
+// name and [Topics.SubscribeChannels] subscribes channels of the grammar, topic channels and
+// tables' invalidation channels (keys.Table.Inval) alike. On a cluster a [Subscription] holds
+// one connection per slot, elsewhere one in all.
+//
+// Delivery is at most once: a message published while a subscriber is disconnected is lost,
+// and the subscriber is told, because a cache must then flush what those channels cover. A
+// subscription delivers [Event]s to its handler on a goroutine of its own, never on
+// valkey-go's reader, one at a time and in order per connection:
+//
+//   - [Message]: a message arrived (Channel, Name, Payload);
+//   - [Subscribed]: after the first subscribe, and after every resubscribe (Resubscribed,
+//     Count);
+//   - [Disconnected]: a connection dropped (Err); the subscription resubscribes by itself,
+//     with backoff, until [Subscription.Close];
+//   - [Overflow]: the handler fell behind [Config.SubscribeBuffer] messages and Dropped
+//     messages were discarded at this point of the stream. Nothing is dropped silently.
+//
+// # One complete flow
+//
+//	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})
+//	tp, err := topic.New(client, topic.Config{}) // MaxPayload 512 KiB, SubscribeBuffer 1024
+//
+//	sub, err := tp.Subscribe(ctx, []string{"prices"}, func(e topic.Event) {
+//		switch e.Kind {
+//		case topic.Message:
+//			apply(e.Name, e.Payload) // e.Name is "prices"
+//		case topic.Subscribed:
+//			if e.Resubscribed {
+//				resync() // messages published while it was down are lost
+//			}
+//		case topic.Overflow:
+//			resync() // e.Dropped messages were discarded here
+//		case topic.Disconnected:
+//			log.Print(e.Err) // it resubscribes by itself
+//		}
+//	})
+//	if err != nil { ... } // errors.Is(err, topic.ErrInvalid) for a bad name
+//	defer sub.Close()
+//
+//	// Subscribe returned once the server confirmed every channel: this message is delivered.
+//	n, err := tp.Publish(ctx, "prices", []byte("EURUSD 1.08")) // n: subscribers reached
+//	_, err = tp.Publish(ctx, "prices", huge) // errors.Is(err, topic.ErrTooLarge)
+//
+// # Errors
+//
+// [ErrInvalid] for a bad name, channel, handler or [Config] (names and channels also match
+// keys.ErrInvalid); [ErrTooLarge] for a payload past [Config.MaxPayload]. Errors of the
+// client and of the caller's context are wrapped with the operation and stay reachable with
+// errors.Is and errors.As.
+package topic
