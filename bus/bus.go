@@ -32,7 +32,7 @@ const (
 	DefaultLimit = 100
 	// DefaultSubscribeBuffer is how many events a subscription queues for its handler before
 	// it reports an overflow.
-	DefaultSubscribeBuffer = 1024
+	DefaultSubscribeBuffer = topic.DefaultSubscribeBuffer
 	// DefaultAckTimeout is how long a Replicated or Persisted write waits for its
 	// acknowledgements.
 	DefaultAckTimeout = time.Second

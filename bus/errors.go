@@ -40,8 +40,6 @@ var (
 	// ErrProtocol: the server answered with a reply the bus does not understand; a script of
 	// another version is probably loaded under the same SHA1's name.
 	ErrProtocol = errors.New("bus: unexpected reply")
-	// ErrClosed: the subscription was closed.
-	ErrClosed = errors.New("bus: subscription closed")
 )
 
 // StaleReason says why a verb on a claimed job was refused.
