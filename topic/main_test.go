@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/valkey-io/valkey-go"
@@ -81,16 +80,4 @@ func uniqueName(t *testing.T) string {
 		name = name[:keys.MaxNameLen-9] + "." + hex.EncodeToString(sum[:4])
 	}
 	return name
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -247,7 +247,7 @@ func TestOverflow(t *testing.T) {
 			require.NoError(t, err)
 		}
 		// One message is in the stalled handler, `buffer` are queued, the rest dropped.
-		eventually(t, 15*time.Second, "the drops to be recorded", func() bool {
+		valkeytest.Eventually(t, 15*time.Second, "the drops to be recorded", func() bool {
 			m, d := sub.Queued()
 			return m == buffer && d == sent-1-buffer
 		})
@@ -330,7 +330,7 @@ func TestResubscribeAfterFailover(t *testing.T) {
 	require.Equal(t, 2, last.Count)
 
 	// Publish until the cluster client's routing follows the failover too.
-	eventually(t, 15*time.Second, "a message through the new primary", func() bool {
+	valkeytest.Eventually(t, 15*time.Second, "a message through the new primary", func() bool {
 		n, err := tp.Publish(ctx, name, []byte("after"))
 		return err == nil && n == 1
 	})

@@ -27,13 +27,14 @@ var allowed = map[string][]string{
 	"keys":   {},
 	"lua":    {"keys"},
 	"topic":  {"keys", "lua"},
-	"bus":    {"keys", "lua", "topic"},
+	"bus":    {"keys", "lua", "topic", "internal/panics"},
 	"tables": {"keys"},
-	"cache":  {"keys", "lua", "tables", "topic"},
+	"cache":  {"keys", "lua", "tables", "topic", "internal/panics"},
 
 	// Helpers. internal/valkeytest may appear in no list: only tests import it.
 	"internal/valkeytest": {},
 	"internal/archtest":   {},
+	"internal/panics":     {},
 
 	// The tools sit on top of the library (see toolRoots); nothing below imports them.
 	"bench":                 {},
