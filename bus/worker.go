@@ -168,27 +168,27 @@ type Worker struct {
 	closed   bool
 
 	// Set by Start.
-	results    chan *running // finished handlers; capacity Concurrency, so a send never blocks
-	work       chan *running // jobs for the handler goroutines; capacity Concurrency
-	pool       sync.WaitGroup
-	wake       chan bool     // the blocker's answers: true for a marker (or an error), false for a timeout
-	blockReq   chan struct{} // the loop asks the blocker to block once
-	stop       chan struct{} // closed by Close: stop claiming, drain
-	hard       chan struct{} // closed when Close's deadline passed: cancel the handlers
-	done       chan struct{} // closed when every goroutine of the worker has ended
+	results    chan *inflight // finished handlers; capacity Concurrency, so a send never blocks
+	work       chan *inflight // jobs for the handler goroutines; capacity Concurrency
+	pool       sync.WaitGroup // the handler goroutines
+	wake       chan bool      // the blocker's answers: true for a marker (or an error), false for a timeout
+	blockReq   chan struct{}  // the loop asks the blocker to block once
+	stop       chan struct{}  // closed by Close: stop claiming, drain
+	hard       chan struct{}  // closed when Close's deadline passed: cancel the handlers
+	done       chan struct{}  // closed when every goroutine of the worker has ended
 	stopOnce   sync.Once
 	hardOnce   sync.Once
 	blockCtx   context.Context // cancelled when the worker drains: aborts a blocked BLPOP
 	hardCtx    context.Context // cancelled with hard: cuts a round trip short
 	hardCancel context.CancelFunc
 	blockStop  context.CancelFunc
-	beat       time.Duration
+	beatEvery  time.Duration // the heartbeat's interval
 
 	// Precomputed KEYS of the scripts the loop runs.
 	kClaim, kFail, kSnooze, kExtend, kReap, kPromote, kDue []string
 
-	running atomic.Int64
-	stats   struct {
+	busy  atomic.Int64 // handlers running, for Stats
+	stats struct {
 		claimed, completed, failed, retried, dead, snoozed, handedBack, stale, leaseLost atomic.Int64
 	}
 }
@@ -322,17 +322,17 @@ func (w *Worker) Start() error {
 		return fmt.Errorf("%w: worker of queue %s: no handler registered", ErrInvalid, w.q.Name())
 	}
 	w.started = true
-	w.beat = w.cfg.HeartbeatInterval
-	if w.beat == 0 {
+	w.beatEvery = w.cfg.HeartbeatInterval
+	if w.beatEvery == 0 {
 		shortest := w.cfg.Lease
 		for _, h := range w.handlers {
 			shortest = min(shortest, h.lease)
 		}
-		w.beat = shortest / 3
+		w.beatEvery = shortest / 3
 	}
-	w.beat = max(w.beat, minBeat)
-	w.results = make(chan *running, w.cfg.Concurrency)
-	w.work = make(chan *running, w.cfg.Concurrency)
+	w.beatEvery = max(w.beatEvery, minBeat)
+	w.results = make(chan *inflight, w.cfg.Concurrency)
+	w.work = make(chan *inflight, w.cfg.Concurrency)
 	w.wake = make(chan bool, 1)
 	w.blockReq = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
@@ -340,14 +340,14 @@ func (w *Worker) Start() error {
 	w.done = make(chan struct{})
 	w.blockCtx, w.blockStop = context.WithCancel(context.Background())
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
-	var blocker sync.WaitGroup
-	blocker.Go(w.blocker)
+	var blockerDone sync.WaitGroup
+	blockerDone.Go(w.blocker)
 	go func() {
-		w.loop()
+		newLoop(w).run()
 		close(w.work)
 		w.pool.Wait()
 		w.blockStop()
-		blocker.Wait()
+		blockerDone.Wait()
 		w.hardCancel()
 		close(w.done)
 	}()
@@ -389,7 +389,7 @@ func (w *Worker) Stats() WorkerStats {
 	s := &w.stats
 	return WorkerStats{
 		Queue:     w.q.Name(),
-		Running:   int(w.running.Load()),
+		Running:   int(w.busy.Load()),
 		Claimed:   s.claimed.Load(),
 		Completed: s.completed.Load(), Failed: s.failed.Load(), Retried: s.retried.Load(), Dead: s.dead.Load(),
 		Snoozed: s.snoozed.Load(), HandedBack: s.handedBack.Load(), Stale: s.stale.Load(), LeaseLost: s.leaseLost.Load(),

@@ -7,83 +7,114 @@ import (
 	"github.com/echocache/echocache/lua"
 )
 
+// The heartbeat: one batched extend renews every lease the worker holds, and a lease the
+// extend finds lost cancels its handler.
+
+// leaseGroup is the jobs of one extend: one lease length, each job id once.
+type leaseGroup struct {
+	lease time.Duration
+	held  []*inflight
+	ids   map[keys.JobID]*inflight
+}
+
 // extendSteps renew the lease of every running handler's job (not of those whose outcome is
 // being sent, nor of those past their timeout), one extend per lease length: one in all
 // unless kinds name their own leases.
-func (w *Worker) extendSteps(st *loopState) []step {
-	now := time.Now()
-	// One group per lease length; a job held twice (reaped, then claimed again by this
-	// worker) goes to a group of its own, since the reply names lost jobs by id only.
-	type group struct {
-		lease time.Duration
-		jobs  []*running
-		ids   map[keys.JobID]bool
+func (l *loop) extendSteps() []step {
+	groups := l.leaseGroups(time.Now())
+	steps := make([]step, len(groups))
+	for i, g := range groups {
+		steps[i] = l.extendStep(g)
 	}
-	var groups []*group
-	for r := range st.held {
-		if r.lost || r.finished || r.timedOut(now) {
+	return steps
+}
+
+// leaseGroups sorts the renewable held jobs by lease length. A job held twice (reaped, then
+// claimed again by this worker) goes to a group of its own, since the reply names lost jobs
+// by id only.
+func (l *loop) leaseGroups(now time.Time) []*leaseGroup {
+	var groups []*leaseGroup
+	for r := range l.held {
+		if r.lost || r.returned || r.timedOut(now) {
 			continue
 		}
-		var g *group
+		var g *leaseGroup
 		for _, c := range groups {
-			if c.lease == r.lease && !c.ids[r.job.ID] {
+			if c.lease == r.lease && c.ids[r.job.ID] == nil {
 				g = c
 				break
 			}
 		}
 		if g == nil {
-			g = &group{lease: r.lease, ids: map[keys.JobID]bool{}}
+			g = &leaseGroup{lease: r.lease, ids: map[keys.JobID]*inflight{}}
 			groups = append(groups, g)
 		}
-		g.jobs = append(g.jobs, r)
-		g.ids[r.job.ID] = true
+		g.held = append(g.held, r)
+		g.ids[r.job.ID] = r
 	}
-	var steps []step
-	for _, g := range groups {
-		rs := g.jobs
-		args := make([]string, 1, 1+2*len(rs))
-		args[0] = itoa(ms(g.lease))
-		byID := make(map[string]*running, len(rs))
-		for _, r := range rs {
-			args = append(args, r.job.ID.String(), itoa(r.job.Token))
-			byID[r.job.ID.String()] = r
+	return groups
+}
+
+// extendStep renews the leases of g's jobs.
+func (l *loop) extendStep(g *leaseGroup) step {
+	w := l.w
+	args := make([]string, 1, 1+2*len(g.held))
+	args[0] = itoa(ms(g.lease))
+	for _, r := range g.held {
+		args = append(args, r.job.ID.String(), itoa(r.job.Token))
+	}
+	return step{lua.Run{Script: scExtend, Keys: w.kExtend, Args: args}, func(res result) bool {
+		if res.err != nil {
+			w.log.Error("bus: worker: heartbeat", "err", errorFor(call{op: "extend", queue: w.q.Name()}, res.err))
+			return !transient(res.err)
 		}
-		steps = append(steps, step{lua.Run{Script: scExtend, Keys: w.kExtend, Args: args}, func(res result) bool {
-			if res.err != nil {
-				w.log.Error("bus: worker: heartbeat", "err", errorFor(call{op: "extend", queue: w.q.Name()}, res.err))
-				return !transient(res.err)
-			}
-			arr, err := res.msg.ToArray()
-			if err != nil || len(arr) != 2 {
-				w.log.Error("bus: worker: heartbeat", "err", protocolError("extend", "reply %v", res.msg))
-				return true
-			}
-			flat, _ := arr[1].AsStrSlice()
-			lost := make(map[string]bool, len(flat)/2)
-			for i := 0; i+1 < len(flat); i += 2 {
-				lost[flat[i]] = true
-				r := byID[flat[i]]
-				if r == nil || r.lost {
-					continue
-				}
-				r.lost = true
-				reason := StaleReason(flat[i+1][len("EMQSTALE "):])
-				serr := &StaleError{Op: "extend", Queue: w.q.Name(), ID: r.job.ID, Token: r.job.Token, Reason: reason}
-				// Count it before the handler can see it: a caller that learns of the loss
-				// from the handler's context finds it in Stats already.
-				w.emit(JobEvent{Type: JobLeaseLost, Job: r.job, Kind: r.kind, Err: serr})
-				r.cancel(ErrLeaseLost)
-				if r.finished {
-					delete(st.held, r)
-				}
-			}
-			for id, r := range byID {
-				if !lost[id] {
-					w.emit(JobEvent{Type: JobExtended, Job: r.job, Kind: r.kind})
-				}
-			}
+		arr, err := res.msg.ToArray()
+		if err != nil || len(arr) != 2 {
+			w.log.Error("bus: worker: heartbeat", "err", protocolError("extend", "reply %v", res.msg))
 			return true
-		}})
+		}
+		flat, _ := arr[1].AsStrSlice()
+		var lost []*StaleError
+		for i := 0; i+1 < len(flat); i += 2 {
+			id, _ := keys.ParseJobID(flat[i])
+			r := g.ids[id]
+			if r == nil {
+				continue
+			}
+			reason := StaleReason(flat[i+1][len("EMQSTALE "):])
+			lost = append(lost, &StaleError{Op: "extend", Queue: w.q.Name(), ID: r.job.ID, Token: r.job.Token, Reason: reason})
+		}
+		l.extended(g, lost)
+		return true
+	}}
+}
+
+// extended applies one extend's reply: each lost lease cancels its handler; the other jobs
+// were renewed.
+func (l *loop) extended(g *leaseGroup, lost []*StaleError) {
+	gone := make(map[keys.JobID]bool, len(lost))
+	for _, e := range lost {
+		gone[e.ID] = true
+		if r := g.ids[e.ID]; r != nil && !r.lost {
+			l.lostLease(r, e)
+		}
 	}
-	return steps
+	for _, r := range g.held {
+		if !gone[r.job.ID] {
+			l.w.emit(JobEvent{Type: JobExtended, Job: r.job, Kind: r.kind})
+		}
+	}
+}
+
+// lostLease cancels the handler of a job whose lease a heartbeat found lost (cause
+// [ErrLeaseLost]); its outcome will not be sent.
+func (l *loop) lostLease(r *inflight, e *StaleError) {
+	r.lost = true
+	// Count it before the handler can see it: a caller that learns of the loss from the
+	// handler's context finds it in Stats already.
+	l.w.emit(JobEvent{Type: JobLeaseLost, Job: r.job, Kind: r.kind, Err: e})
+	r.cancel(ErrLeaseLost)
+	if r.returned {
+		delete(l.held, r)
+	}
 }

@@ -8,11 +8,33 @@ import (
 	"github.com/echocache/echocache/lua"
 )
 
+// The outcomes of finished handlers: completes (one completemany per round trip), fails,
+// snoozes and hand-backs, and what to do when the server refuses one or cannot be reached.
+// A reply that was a transport error puts the job on loop.resend: it goes out again with the
+// next round trip.
+
+// outcomeSteps are the scripts that record the outcomes of sending: one fail or snooze for
+// each job whose handler did not return nil, and one completemany for the others.
+func (l *loop) outcomeSteps(sending []*inflight) []step {
+	steps := make([]step, 0, len(sending)+4)
+	var completes []*inflight
+	for _, r := range sending {
+		if r.preErr == nil && r.err == nil {
+			completes = append(completes, r)
+			continue
+		}
+		steps = append(steps, l.outcomeStep(r))
+	}
+	if len(completes) > 0 {
+		steps = append(steps, l.completeStep(completes))
+	}
+	return steps
+}
+
 // outcomeStep is the script that records the outcome of a job whose handler failed, snoozed
-// or was cancelled by Close (completes go in one completeStep). requeue is called when the
-// reply was a transport error, to send it again.
-func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
-	id, tok := r.job.ID.String(), itoa(r.job.Token)
+// or was cancelled by Close (completes go in one completeStep).
+func (l *loop) outcomeStep(r *inflight) step {
+	w := l.w
 	err := r.err
 	if r.preErr != nil {
 		err = r.preErr
@@ -20,10 +42,10 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 	var snooze *SnoozeError
 	switch {
 	case errors.As(err, &snooze):
-		return w.snoozeStep(st, r, snooze.Delay, JobSnoozed, requeue)
-	case st.hard && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
+		return l.snoozeStep(r, snooze.Delay, JobSnoozed)
+	case l.pastDeadline && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
 		// Cancelled by Close's deadline: hand the job back without counting a failure.
-		return w.snoozeStep(st, r, 0, JobHandedBack, requeue)
+		return l.snoozeStep(r, 0, JobHandedBack)
 	}
 	maxAttempts := w.cfg.MaxAttempts
 	backoff := w.cfg.Backoff
@@ -34,15 +56,15 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 		maxAttempts = 1 // the fail script sends it to dead
 	}
 	delay := max(backoff(r.job.Token), 0)
-	args := []string{id, tok, itoa(ms(delay)), itoa(int64(maxAttempts)), itoa(int64(w.b.cfg.MaxAttempts))}
+	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(ms(delay)), itoa(int64(maxAttempts)), itoa(int64(w.b.cfg.MaxAttempts))}
 	return step{lua.Run{Script: scFail, Keys: w.kFail, Args: args}, func(res result) bool {
-		out, ok, retry := w.settle(st, r, "fail", res, requeue)
+		out, ok, retry := l.settle(r, "fail", res)
 		if !ok {
 			return !retry
 		}
 		w.stats.failed.Add(1)
 		if out.State == StateScheduled {
-			st.armDue(delay + time.Millisecond) // wake for the retry, if no worker took it sooner
+			l.armDue(delay + time.Millisecond) // wake for the retry, if no worker took it sooner
 		}
 		e := JobEvent{Type: JobRetried, Job: r.job, Kind: r.kind, Err: err, Duration: r.dur, At: out.At}
 		if out.State == StateDead {
@@ -53,100 +75,111 @@ func (w *Worker) outcomeStep(st *loopState, r *running, requeue func()) step {
 	}}
 }
 
-// settle reads the reply of a fail or snooze of r. A transient error requeues the step
-// (retry); otherwise r leaves the held set and a refusal (EMQSTALE and the like) is reported,
-// and ok says the outcome was accepted.
-func (w *Worker) settle(st *loopState, r *running, op string, res result, requeue func()) (out Outcome, ok, retry bool) {
-	out, err := outcome(op, call{op, w.q.Name(), r.job.ID, r.job.Token}, res.msg, res.err)
-	if transient(res.err) {
-		w.log.Error("bus: worker: "+op, "job", r.job.ID, "err", err)
-		requeue()
-		return out, false, true
-	}
-	delete(st.held, r)
-	if err != nil {
-		w.refused(r, err)
-		return out, false, false
-	}
-	return out, true, false
-}
-
-// completeStep retires the jobs whose handler returned nil, in one completemany call: one
-// script run for the batch, each job still fenced by its own token.
-func (w *Worker) completeStep(st *loopState, rs []*running, requeue func()) step {
-	jobs := make([]Job, len(rs))
-	for i, r := range rs {
-		jobs[i] = r.job
-	}
-	return step{completeManyRun(w.q, jobs), func(res result) bool {
-		if transient(res.err) {
-			w.log.Error("bus: worker: complete", "err", errorFor(call{op: "complete", queue: w.q.Name()}, res.err))
-			requeue()
-			return false
-		}
-		var refused []*StaleError
-		err := errorFor(call{op: "complete", queue: w.q.Name()}, res.err)
-		if err == nil {
-			refused, err = completeManyReply(w.q.Name(), jobs, res.msg)
-		}
-		if err != nil { // refused as a whole (a damaged key): the leases will run out
-			w.log.Error("bus: worker: complete", "err", err)
-			for _, r := range rs {
-				delete(st.held, r)
-			}
-			return true
-		}
-		stale := make(map[int]*StaleError, len(refused))
-		for _, e := range refused {
-			for i, j := range jobs {
-				if j.ID == e.ID && j.Token == e.Token {
-					stale[i] = e
-				}
-			}
-		}
-		for i, r := range rs {
-			delete(st.held, r)
-			if e := stale[i]; e != nil {
-				w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: e, Duration: r.dur})
-				continue
-			}
-			w.emit(JobEvent{Type: JobCompleted, Job: r.job, Kind: r.kind, Duration: r.dur})
-		}
-		return true
-	}}
-}
-
-func (w *Worker) snoozeStep(st *loopState, r *running, delay time.Duration, typ JobEventType, requeue func()) step {
+// snoozeStep hands r's job back to schedule for delay (to pending when 0) without counting a
+// failure, and reports it as typ (snoozed, or handed back by Close).
+func (l *loop) snoozeStep(r *inflight, delay time.Duration, typ JobEventType) step {
+	w := l.w
 	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(ms(delay))}
 	return step{lua.Run{Script: scSnooze, Keys: w.kSnooze, Args: args}, func(res result) bool {
-		out, ok, retry := w.settle(st, r, "snooze", res, requeue)
+		out, ok, retry := l.settle(r, "snooze", res)
 		if !ok {
 			return !retry
 		}
 		if out.State == StateScheduled {
-			st.armDue(delay + time.Millisecond)
+			l.armDue(delay + time.Millisecond)
 		}
 		w.emit(JobEvent{Type: typ, Job: r.job, Kind: r.kind, Duration: r.dur, At: out.At})
 		return true
 	}}
 }
 
+// settle reads the reply of a fail or snooze of r. A transient error queues r to be sent
+// again (retry); otherwise r leaves the held set and a refusal (EMQSTALE and the like) is
+// reported, and ok says the outcome was accepted.
+func (l *loop) settle(r *inflight, op string, res result) (out Outcome, ok, retry bool) {
+	w := l.w
+	out, err := outcome(op, call{op, w.q.Name(), r.job.ID, r.job.Token}, res.msg, res.err)
+	if transient(res.err) {
+		w.log.Error("bus: worker: "+op, "job", r.job.ID, "err", err)
+		l.resend = append(l.resend, r)
+		return out, false, true
+	}
+	delete(l.held, r)
+	if err != nil {
+		l.refused(r, err)
+		return out, false, false
+	}
+	return out, true, false
+}
+
 // refused reports a fail or snooze the server refused: EMQSTALE (the job is someone else's
 // now) or a damaged key, whose job is left to its lease.
-func (w *Worker) refused(r *running, err error) {
+func (l *loop) refused(r *inflight, err error) {
 	if errors.Is(err, ErrStale) {
-		w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: err, Duration: r.dur})
+		l.w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: err, Duration: r.dur})
 		return
 	}
-	w.log.Error("bus: worker: the outcome was refused; the job runs again after its lease", "job", r.job.ID, "kind", r.kind, "err", err)
+	l.w.log.Error("bus: worker: the outcome was refused; the job runs again after its lease", "job", r.job.ID, "kind", r.kind, "err", err)
+}
+
+// completeStep retires the jobs whose handler returned nil, in one completemany call: one
+// script run for the batch, each job still fenced by its own token.
+func (l *loop) completeStep(rs []*inflight) step {
+	w := l.w
+	jobs := make([]Job, len(rs))
+	for i, r := range rs {
+		jobs[i] = r.job
+	}
+	c := call{op: "complete", queue: w.q.Name()}
+	return step{completeManyRun(w.q, jobs), func(res result) bool {
+		if transient(res.err) {
+			w.log.Error("bus: worker: complete", "err", errorFor(c, res.err))
+			l.resend = append(l.resend, rs...)
+			return false
+		}
+		var refused []*StaleError
+		err := errorFor(c, res.err)
+		if err == nil {
+			refused, err = completeManyReply(w.q.Name(), jobs, res.msg)
+		}
+		if err != nil { // refused as a whole (a damaged key): the leases will run out
+			w.log.Error("bus: worker: complete", "err", err)
+			for _, r := range rs {
+				delete(l.held, r)
+			}
+			return true
+		}
+		l.completed(rs, refused)
+		return true
+	}}
+}
+
+// completed reports each job of an accepted completemany: retired, or refused as stale.
+func (l *loop) completed(rs []*inflight, refused []*StaleError) {
+	stale := make(map[int]*StaleError, len(refused))
+	for _, e := range refused {
+		for i, r := range rs {
+			if r.job.ID == e.ID && r.job.Token == e.Token {
+				stale[i] = e
+			}
+		}
+	}
+	for i, r := range rs {
+		delete(l.held, r)
+		if e := stale[i]; e != nil {
+			l.w.emit(JobEvent{Type: JobStale, Job: r.job, Kind: r.kind, Err: e, Duration: r.dur})
+			continue
+		}
+		l.w.emit(JobEvent{Type: JobCompleted, Job: r.job, Kind: r.kind, Duration: r.dur})
+	}
 }
 
 // abandon gives up on the outcomes that could not be sent after Close's deadline: their jobs
 // are left to lease expiry.
-func (w *Worker) abandon(st *loopState) {
-	for _, r := range st.outcomes {
-		w.log.Warn("bus: worker: closing: the outcome could not be sent; the job runs again after its lease", "job", r.job.ID, "kind", r.kind)
-		delete(st.held, r)
+func (l *loop) abandon() {
+	for _, r := range l.outcomes {
+		l.w.log.Warn("bus: worker: closing: the outcome could not be sent; the job runs again after its lease", "job", r.job.ID, "kind", r.kind)
+		delete(l.held, r)
 	}
-	st.outcomes = nil
+	l.outcomes = nil
 }

@@ -7,8 +7,45 @@ import (
 	"github.com/echocache/echocache/lua"
 )
 
+// The loop's steps that find work: the claim for the free slots, housekeeping (reap and
+// promote) and the schedule's head, which arms the due timer.
+
+// claimStep claims up to n jobs and starts their handlers.
+func (l *loop) claimStep(n int) step {
+	w := l.w
+	args := []string{itoa(ms(w.cfg.Lease)), itoa(int64(n)), itoa(int64(w.b.cfg.PromoteLimit))}
+	return step{lua.Run{Script: scClaim, Keys: w.kClaim, Args: args}, func(res result) bool {
+		jobs, err := claimed(w.q, res.msg, res.err)
+		switch {
+		case errors.Is(err, ErrPaused):
+			l.hungry, l.streaming = false, false
+			return true
+		case transient(res.err):
+			w.log.Error("bus: worker: claim", "err", err)
+			l.hungry = true // again after the round trip's backoff
+			return false
+		case err != nil:
+			// The server refused the claim (a key of the wrong type): try again on the next
+			// wake or wake timeout, not at once.
+			w.log.Error("bus: worker: claim", "err", err)
+			l.hungry, l.streaming = false, false
+			return true
+		}
+		full := len(jobs) == n
+		if !full {
+			l.dueCheck = l.dueCheck || l.streaming // leaving a stream: learn when work falls due
+		}
+		l.hungry, l.streaming = full, full
+		for _, j := range jobs {
+			l.start(j)
+		}
+		return true
+	}}
+}
+
 // housekeepSteps reap and promote, bounded; a full batch asks for another round at once.
-func (w *Worker) housekeepSteps(st *loopState) []step {
+func (l *loop) housekeepSteps() []step {
+	w := l.w
 	limit := itoa(int64(w.cfg.HousekeepLimit))
 	reap := step{lua.Run{Script: scReap, Keys: w.kReap, Args: []string{limit, "0", itoa(int64(w.b.cfg.MaxAttempts))}}, func(res result) bool {
 		if res.err != nil {
@@ -21,15 +58,7 @@ func (w *Worker) housekeepSteps(st *loopState) []step {
 		}
 		requeued, _ := arr[0].AsStrSlice()
 		dead, _ := arr[1].AsStrSlice()
-		if n := len(requeued) + len(dead); n > 0 {
-			w.log.Info("bus: worker: reaped expired leases", "requeued", len(requeued), "dead", len(dead))
-			if n >= w.cfg.HousekeepLimit {
-				st.hkDue = true
-			}
-			if len(requeued) > 0 {
-				st.hungry = true
-			}
-		}
+		l.reaped(len(requeued), len(dead))
 		return true
 	}}
 	promote := step{lua.Run{Script: scPromote, Keys: w.kPromote, Args: []string{limit}}, func(res result) bool {
@@ -38,67 +67,57 @@ func (w *Worker) housekeepSteps(st *loopState) []step {
 			return !transient(res.err)
 		}
 		moved, _ := res.msg.AsStrSlice()
-		if len(moved) > 0 {
-			st.hungry = true
-			if len(moved) >= w.cfg.HousekeepLimit {
-				st.hkDue = true
-			}
-		}
+		l.promoted(len(moved))
 		return true
 	}}
 	return []step{reap, promote}
 }
 
-// claimStep claims up to n jobs and starts their handlers.
-func (w *Worker) claimStep(st *loopState, n int) step {
-	args := []string{itoa(ms(w.cfg.Lease)), itoa(int64(n)), itoa(int64(w.b.cfg.PromoteLimit))}
-	return step{lua.Run{Script: scClaim, Keys: w.kClaim, Args: args}, func(res result) bool {
-		jobs, err := claimed(w.q, res.msg, res.err)
-		switch {
-		case errors.Is(err, ErrPaused):
-			st.hungry, st.streaming = false, false
-			return true
-		case transient(res.err):
-			w.log.Error("bus: worker: claim", "err", err)
-			st.hungry = true // again after the round trip's backoff
-			return false
-		case err != nil:
-			// The server refused the claim (a key of the wrong type): try again on the next
-			// wake or wake timeout, not at once.
-			w.log.Error("bus: worker: claim", "err", err)
-			st.hungry, st.streaming = false, false
-			return true
-		}
-		full := len(jobs) == n
-		if !full {
-			st.dueCheck = st.dueCheck || st.streaming // leaving a stream: learn when work falls due
-		}
-		st.hungry, st.streaming = full, full
-		for _, j := range jobs {
-			w.start(st, j)
-		}
-		return true
-	}}
+// reaped takes the counts of a reap: requeued jobs are work to claim.
+func (l *loop) reaped(requeued, dead int) {
+	n := requeued + dead
+	if n == 0 {
+		return
+	}
+	l.w.log.Info("bus: worker: reaped expired leases", "requeued", requeued, "dead", dead)
+	if n >= l.w.cfg.HousekeepLimit {
+		l.housekeepDue = true
+	}
+	if requeued > 0 {
+		l.hungry = true
+	}
+}
+
+// promoted takes the count of a promote: moved jobs are work to claim.
+func (l *loop) promoted(moved int) {
+	if moved == 0 {
+		return
+	}
+	l.hungry = true
+	if moved >= l.w.cfg.HousekeepLimit {
+		l.housekeepDue = true
+	}
 }
 
 // dueStep reads the schedule's head and arms the due timer for its run-at.
-func (w *Worker) dueStep(st *loopState) step {
+func (l *loop) dueStep() step {
+	w := l.w
 	return step{lua.Run{Script: scDue, Keys: w.kDue, Args: nil}, func(res result) bool {
 		if res.err != nil {
 			w.log.Error("bus: worker: reading the schedule", "err", errorFor(call{op: "due", queue: w.q.Name()}, res.err))
-			st.dueCheck = transient(res.err)
-			return !st.dueCheck
+			l.dueCheck = transient(res.err)
+			return !l.dueCheck
 		}
 		wait, ok, err := dueReply(res.msg)
 		switch {
 		case err != nil:
 			w.log.Error("bus: worker: reading the schedule", "err", err)
 		case !ok:
-			st.due.Stop()
-			st.dueAt = time.Time{}
+			l.dueTimer.Stop()
+			l.dueAt = time.Time{}
 		default:
-			st.due.Reset(wait + time.Millisecond) // the server's clock has ms resolution
-			st.dueAt = time.Now().Add(wait + time.Millisecond)
+			l.dueTimer.Reset(wait + time.Millisecond) // the server's clock has ms resolution
+			l.dueAt = time.Now().Add(wait + time.Millisecond)
 		}
 		return true
 	}}
