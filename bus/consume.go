@@ -381,7 +381,6 @@ func (b *Bus) ExtendMany(ctx context.Context, jobs []Job, opts *ExtendOpts) (tim
 		lease = b.cfg.Lease
 	}
 	var q keys.Queue
-	byID := make(map[string]Job, len(jobs))
 	args := make([]string, 1, 1+2*len(jobs))
 	args[0] = itoa(ms(lease))
 	for i, j := range jobs {
@@ -394,7 +393,6 @@ func (b *Bus) ExtendMany(ctx context.Context, jobs []Job, opts *ExtendOpts) (tim
 		} else if j.Queue != jobs[0].Queue {
 			return time.Time{}, nil, fmt.Errorf("%w: %s: jobs of queues %s and %s in one call; extend each queue apart", ErrInvalid, op, jobs[0].Queue, j.Queue)
 		}
-		byID[j.ID.String()] = j
 		args = append(args, j.ID.String(), itoa(j.Token))
 	}
 	msg, err := b.exec(ctx, lua.Run{Script: scExtend, Keys: keysOf(scExtend, q), Args: args}, &o.Ack)
@@ -402,20 +400,56 @@ func (b *Bus) ExtendMany(ctx context.Context, jobs []Job, opts *ExtendOpts) (tim
 	if err != nil && !errors.Is(err, ErrNotDurable) {
 		return time.Time{}, nil, errorFor(c, err)
 	}
-	arr, aerr := msg.ToArray()
-	if aerr != nil || len(arr) != 2 {
-		return time.Time{}, nil, protocolError(op, "reply %v", msg)
+	deadline, lost, perr := extendReply(q.Name(), jobs, msg)
+	if perr != nil {
+		return time.Time{}, nil, perr
 	}
-	deadline, _ := arr[0].AsInt64()
-	flat, aerr := arr[1].AsStrSlice()
-	if aerr != nil || len(flat)%2 != 0 {
-		return time.Time{}, nil, protocolError(op, "reply %v", msg)
+	return deadline, lost, errorFor(c, err)
+}
+
+// extendReply decodes the reply {deadline_ms, lost} of an extend of jobs, all of queue: the
+// new deadline of the renewed jobs and a *StaleError for each lost one.
+func extendReply(queue string, jobs []Job, msg valkey.ValkeyMessage) (time.Time, []*StaleError, error) {
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) != 2 {
+		return time.Time{}, nil, protocolError("extend", "reply %v", msg)
 	}
-	var lost []*StaleError
+	deadline, derr := arr[0].AsInt64()
+	flat, ferr := arr[1].AsStrSlice()
+	if derr != nil || ferr != nil {
+		return time.Time{}, nil, protocolError("extend", "reply %v", msg)
+	}
+	lost, err := lostLeases(queue, jobs, flat)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	return time.UnixMilli(deadline), lost, nil
+}
+
+// lostLeases reads the lost list of an extend reply, {id, "EMQSTALE <reason>", ...}, whose
+// ids are jobs of the call.
+func lostLeases(queue string, jobs []Job, flat []string) ([]*StaleError, error) {
+	if len(flat)%2 != 0 {
+		return nil, protocolError("extend", "a lost list of %d items", len(flat))
+	}
+	if len(flat) == 0 {
+		return nil, nil
+	}
+	byID := make(map[string]Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID.String()] = j
+	}
+	lost := make([]*StaleError, 0, len(flat)/2)
 	for i := 0; i < len(flat); i += 2 {
-		j := byID[flat[i]]
-		reason, _ := strings.CutPrefix(flat[i+1], "EMQSTALE ")
-		lost = append(lost, &StaleError{Op: op, Queue: j.Queue, ID: j.ID, Token: j.Token, Reason: StaleReason(reason)})
+		j, ok := byID[flat[i]]
+		if !ok {
+			return nil, protocolError("extend", "lost id %q is no job of the call", flat[i])
+		}
+		reason, ok := strings.CutPrefix(flat[i+1], "EMQSTALE ")
+		if !ok {
+			return nil, protocolError("extend", "lost reason %q is not EMQSTALE", flat[i+1])
+		}
+		lost = append(lost, &StaleError{Op: "extend", Queue: queue, ID: j.ID, Token: j.Token, Reason: StaleReason(reason)})
 	}
-	return time.UnixMilli(deadline), lost, errorFor(c, err)
+	return lost, nil
 }

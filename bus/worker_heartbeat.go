@@ -55,12 +55,15 @@ func (l *loop) leaseGroups(now time.Time) []*leaseGroup {
 	return groups
 }
 
-// extendStep renews the leases of g's jobs.
+// extendStep renews the leases of g's jobs. A reply it cannot read is logged as
+// [ErrProtocol]; the leases are then renewed again at the next heartbeat.
 func (l *loop) extendStep(g *leaseGroup) step {
 	w := l.w
+	jobs := make([]Job, len(g.held))
 	args := make([]string, 1, 1+2*len(g.held))
 	args[0] = itoa(ms(g.lease))
-	for _, r := range g.held {
+	for i, r := range g.held {
+		jobs[i] = r.job
 		args = append(args, r.job.ID.String(), itoa(r.job.Token))
 	}
 	return step{lua.Run{Script: scExtend, Keys: w.kExtend, Args: args}, func(res result) bool {
@@ -68,21 +71,10 @@ func (l *loop) extendStep(g *leaseGroup) step {
 			w.log.Error("bus: worker: heartbeat", "err", errorFor(call{op: "extend", queue: w.q.Name()}, res.err))
 			return !transient(res.err)
 		}
-		arr, err := res.msg.ToArray()
-		if err != nil || len(arr) != 2 {
-			w.log.Error("bus: worker: heartbeat", "err", protocolError("extend", "reply %v", res.msg))
+		_, lost, err := extendReply(w.q.Name(), jobs, res.msg)
+		if err != nil {
+			w.log.Error("bus: worker: heartbeat", "err", err)
 			return true
-		}
-		flat, _ := arr[1].AsStrSlice()
-		var lost []*StaleError
-		for i := 0; i+1 < len(flat); i += 2 {
-			id, _ := keys.ParseJobID(flat[i])
-			r := g.ids[id]
-			if r == nil {
-				continue
-			}
-			reason := StaleReason(flat[i+1][len("EMQSTALE "):])
-			lost = append(lost, &StaleError{Op: "extend", Queue: w.q.Name(), ID: r.job.ID, Token: r.job.Token, Reason: reason})
 		}
 		l.extended(g, lost)
 		return true

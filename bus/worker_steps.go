@@ -43,7 +43,8 @@ func (l *loop) claimStep(n int) step {
 	}}
 }
 
-// housekeepSteps reap and promote, bounded; a full batch asks for another round at once.
+// housekeepSteps reap and promote, bounded; a full batch asks for another round at once. A
+// reply they cannot read is logged as [ErrProtocol].
 func (l *loop) housekeepSteps() []step {
 	w := l.w
 	limit := itoa(int64(w.cfg.HousekeepLimit))
@@ -52,13 +53,12 @@ func (l *loop) housekeepSteps() []step {
 			w.log.Error("bus: worker: reap", "err", errorFor(call{op: "reap", queue: w.q.Name()}, res.err))
 			return !transient(res.err)
 		}
-		arr, err := res.msg.ToArray()
-		if err != nil || len(arr) != 2 {
+		reaped, err := reapReply(res.msg)
+		if err != nil {
+			w.log.Error("bus: worker: reap", "err", err)
 			return true
 		}
-		requeued, _ := arr[0].AsStrSlice()
-		dead, _ := arr[1].AsStrSlice()
-		l.reaped(len(requeued), len(dead))
+		l.reaped(len(reaped.Requeued), len(reaped.Dead))
 		return true
 	}}
 	promote := step{lua.Run{Script: scPromote, Keys: w.kPromote, Args: []string{limit}}, func(res result) bool {
@@ -66,7 +66,11 @@ func (l *loop) housekeepSteps() []step {
 			w.log.Error("bus: worker: promote", "err", errorFor(call{op: "promote", queue: w.q.Name()}, res.err))
 			return !transient(res.err)
 		}
-		moved, _ := res.msg.AsStrSlice()
+		moved, err := jobIDs("promote", res.msg)
+		if err != nil {
+			w.log.Error("bus: worker: promote", "err", err)
+			return true
+		}
 		l.promoted(len(moved))
 		return true
 	}}
