@@ -324,15 +324,15 @@ func (a *Ack) timeout() time.Duration {
 	if a.Timeout == 0 {
 		return DefaultAckTimeout
 	}
-	return time.Duration(ms(a.Timeout)) * time.Millisecond
+	return time.Duration(msCeil(a.Timeout)) * time.Millisecond
 }
 
 func (a *Ack) command(bld valkey.Builder) valkey.Completed {
-	ms := a.timeout().Milliseconds() // at least 1: 0 would block forever
+	timeoutMs := a.timeout().Milliseconds() // whole already, and at least 1: 0 would block forever
 	if a.Durability == Persisted {
-		return bld.Waitaof().Numlocal(1).Numreplicas(int64(a.replicas())).Timeout(ms).Build()
+		return bld.Waitaof().Numlocal(1).Numreplicas(int64(a.replicas())).Timeout(timeoutMs).Build()
 	}
-	return bld.Wait().Numreplicas(int64(a.replicas())).Timeout(ms).Build()
+	return bld.Wait().Numreplicas(int64(a.replicas())).Timeout(timeoutMs).Build()
 }
 
 // check reads the wait's reply.
@@ -370,8 +370,11 @@ func (a *Ack) check(r valkey.ValkeyResult) error {
 	return e
 }
 
-// ms is d in whole milliseconds, rounded up, so that a positive duration never becomes 0.
-func ms(d time.Duration) int64 {
+// msCeil is the duration d in whole milliseconds, rounded up: a positive lease, delay or
+// timeout never becomes 0 (which the scripts read as "none" or refuse) and is never shorter
+// than asked. Instants go the other way: an EnqueueOpts.At is sent as its UnixMilli,
+// rounded down, so a run-at is never later than asked.
+func msCeil(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}

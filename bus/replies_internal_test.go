@@ -15,18 +15,18 @@ import (
 	"github.com/echocache/echocache/keys"
 )
 
-// TestLostLeases: the lost list of an extend reply names jobs of the call with an EMQSTALE
+// TestParseLost: the lost list of an extend reply names jobs of the call with an EMQSTALE
 // reason; anything else is ErrProtocol, never a panic.
-func TestLostLeases(t *testing.T) {
+func TestParseLost(t *testing.T) {
 	t.Parallel()
 	a := Job{Queue: "q", ID: keys.NewJobID(), Token: 3}
 	b := Job{Queue: "q", ID: keys.NewJobID(), Token: 1}
 	jobs := []Job{a, b}
 
-	lost, err := lostLeases("q", jobs, nil)
+	lost, err := parseLost("q", jobs, nil)
 	require.NoError(t, err)
 	require.Empty(t, lost)
-	lost, err = lostLeases("q", jobs, []string{b.ID.String(), "EMQSTALE token mismatch"})
+	lost, err = parseLost("q", jobs, []string{b.ID.String(), "EMQSTALE token mismatch"})
 	require.NoError(t, err)
 	require.Equal(t, []*StaleError{{Op: "extend", Queue: "q", ID: b.ID, Token: 1, Reason: TokenMismatch}}, lost)
 
@@ -42,7 +42,7 @@ func TestLostLeases(t *testing.T) {
 		{"not an id", []string{"x", "EMQSTALE no row"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := lostLeases("q", jobs, tc.flat)
+			_, err := parseLost("q", jobs, tc.flat)
 			require.ErrorIs(t, err, ErrProtocol)
 		})
 	}
@@ -63,9 +63,9 @@ func TestParseJobIDs(t *testing.T) {
 	}
 }
 
-// reply is the message the server answers for a script that returns src: a way to build
+// scriptReply is the message the server answers for a script that returns src: a way to build
 // replies of any shape, valkey-go having no constructor for them.
-func reply(t *testing.T, c valkey.Client, src string) valkey.ValkeyMessage {
+func scriptReply(t *testing.T, c valkey.Client, src string) valkey.ValkeyMessage {
 	t.Helper()
 	msg, err := c.Do(context.Background(), c.B().Eval().Script(src).Numkeys(0).Build()).ToMessage()
 	require.NoError(t, err, src)
@@ -82,7 +82,7 @@ func TestReplyDecoders(t *testing.T) {
 
 	t.Run("extend", func(t *testing.T) {
 		t.Parallel()
-		deadline, lost, err := extendReply("q", []Job{j}, reply(t, c, "return {1700000000000, {'"+id+"', 'EMQSTALE not active'}}"))
+		deadline, lost, err := extendReply("q", []Job{j}, scriptReply(t, c, "return {1700000000000, {'"+id+"', 'EMQSTALE not active'}}"))
 		require.NoError(t, err)
 		require.Equal(t, time.UnixMilli(1700000000000), deadline)
 		require.Equal(t, []*StaleError{{Op: "extend", Queue: "q", ID: j.ID, Token: 2, Reason: NotActive}}, lost)
@@ -98,13 +98,13 @@ func TestReplyDecoders(t *testing.T) {
 			"return {1, {'" + keys.NewJobID().String() + "', 'EMQSTALE no row'}}",
 			"return {1, {{'" + id + "'}, 'EMQSTALE no row'}}",
 		} {
-			_, _, err := extendReply("q", []Job{j}, reply(t, c, src))
+			_, _, err := extendReply("q", []Job{j}, scriptReply(t, c, src))
 			require.ErrorIs(t, err, ErrProtocol, src)
 		}
 	})
 	t.Run("reap", func(t *testing.T) {
 		t.Parallel()
-		r, err := reapReply(reply(t, c, "return {{'"+id+"'}, {}}"))
+		r, err := reapReply(scriptReply(t, c, "return {{'"+id+"'}, {}}"))
 		require.NoError(t, err)
 		require.Equal(t, Reaped{Requeued: []keys.JobID{j.ID}, Dead: []keys.JobID{}}, r)
 		for _, src := range []string{
@@ -116,17 +116,17 @@ func TestReplyDecoders(t *testing.T) {
 			"return {{}, {'x'}}",
 			"return {{{'" + id + "'}}, {}}",
 		} {
-			_, err := reapReply(reply(t, c, src))
+			_, err := reapReply(scriptReply(t, c, src))
 			require.ErrorIs(t, err, ErrProtocol, src)
 		}
 	})
 	t.Run("job ids", func(t *testing.T) {
 		t.Parallel()
-		ids, err := jobIDs("promote", reply(t, c, "return {'"+id+"'}"))
+		ids, err := jobIDs("promote", scriptReply(t, c, "return {'"+id+"'}"))
 		require.NoError(t, err)
 		require.Equal(t, []keys.JobID{j.ID}, ids)
 		for _, src := range []string{"return 'OK'", "return 7", "return {'x'}", "return {{'" + id + "'}}"} {
-			_, err := jobIDs("promote", reply(t, c, src))
+			_, err := jobIDs("promote", scriptReply(t, c, src))
 			require.ErrorIs(t, err, ErrProtocol, src)
 		}
 	})
@@ -172,13 +172,13 @@ func TestWorkerMalformedReplies(t *testing.T) {
 	for _, src := range []string{"return 'OK'", "return {1, {'" + id + "'}}", "return {1, {'" + id + "', 'EMQ'}}"} {
 		steps := l.extendSteps()
 		require.Len(t, steps, 1)
-		require.True(t, steps[0].reply(result{msg: reply(t, c, src)}), src)
+		require.True(t, steps[0].reply(result{msg: scriptReply(t, c, src)}), src)
 		require.False(t, r.lost, src)
 		require.NoError(t, context.Cause(r.ctx), src)
 	}
 	for _, src := range []string{"return 'OK'", "return {{'x'}, {}}", "return {'x'}"} {
 		for _, s := range l.housekeepSteps() {
-			require.True(t, s.reply(result{msg: reply(t, c, src)}), src)
+			require.True(t, s.reply(result{msg: scriptReply(t, c, src)}), src)
 		}
 	}
 	require.Equal(t, 3+2*3, strings.Count(log.String(), ErrProtocol.Error()), log.String())

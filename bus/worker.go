@@ -168,7 +168,7 @@ type Worker struct {
 	closed   bool
 
 	// Set by Start.
-	results    chan *inflight // finished handlers; capacity Concurrency, so a send never blocks
+	returns    chan *inflight // handlers that returned; capacity Concurrency, so a send never blocks
 	work       chan *inflight // jobs for the handler goroutines; capacity Concurrency
 	pool       sync.WaitGroup // the handler goroutines
 	wake       chan bool      // the blocker's answers: true for a marker (or an error), false for a timeout
@@ -331,7 +331,7 @@ func (w *Worker) Start() error {
 		w.beatEvery = shortest / 3
 	}
 	w.beatEvery = max(w.beatEvery, minBeat)
-	w.results = make(chan *inflight, w.cfg.Concurrency)
+	w.returns = make(chan *inflight, w.cfg.Concurrency)
 	w.work = make(chan *inflight, w.cfg.Concurrency)
 	w.wake = make(chan bool, 1)
 	w.blockReq = make(chan struct{}, 1)

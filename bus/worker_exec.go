@@ -10,7 +10,7 @@ import (
 
 // The executor: a claimed job becomes an inflight, its handler runs on a goroutine of the
 // worker's pool, and what it returned (or the panic it raised) goes back to the loop on
-// Worker.results.
+// Worker.returns.
 
 // inflight is one held job: claimed, its handler running or its outcome not yet accepted.
 type inflight struct {
@@ -24,7 +24,7 @@ type inflight struct {
 	since       time.Time          // when the handler started
 	lease       time.Duration
 
-	// Set by the handler's goroutine before it sends the inflight on results.
+	// Set by the handler's goroutine before it sends the inflight on returns.
 	err error
 	dur time.Duration
 
@@ -111,7 +111,7 @@ func (w *Worker) runHandler(r *inflight) {
 			r.err = fmt.Errorf("bus: handler of kind %s panicked: %v\n%s", r.kind, p, debug.Stack())
 		}
 		r.dur = time.Since(r.since)
-		w.results <- r
+		w.returns <- r
 	}()
 	r.err = r.h.fn(r.ctx, r.job, r.body)
 }

@@ -61,7 +61,7 @@ func (l *loop) extendStep(g *leaseGroup) step {
 	w := l.w
 	jobs := make([]Job, len(g.held))
 	args := make([]string, 1, 1+2*len(g.held))
-	args[0] = itoa(ms(g.lease))
+	args[0] = itoa(msCeil(g.lease))
 	for i, r := range g.held {
 		jobs[i] = r.job
 		args = append(args, r.job.ID.String(), itoa(r.job.Token))

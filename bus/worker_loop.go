@@ -36,7 +36,7 @@ type loop struct {
 	errWait      time.Duration // backoff after a failed round trip
 
 	poolSize    int  // handler goroutines started
-	newHandlers bool // handlers were started since the loop last collected results
+	newHandlers bool // handlers were started since the loop last collected their returns
 
 	// The worker's stop and hard channels; each is set to nil once received from.
 	stop, hard <-chan struct{}
@@ -104,7 +104,7 @@ func (l *loop) collect() {
 	}
 	for {
 		select {
-		case r := <-l.w.results:
+		case r := <-l.w.returns:
 			l.finished(r)
 		default:
 			return
@@ -194,7 +194,7 @@ func (l *loop) block() {
 // fires, Close is called or its deadline passes.
 func (l *loop) wait() {
 	select {
-	case r := <-l.w.results:
+	case r := <-l.w.returns:
 		l.finished(r)
 	case marker := <-l.w.wake:
 		l.blocking = false

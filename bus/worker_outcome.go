@@ -56,7 +56,7 @@ func (l *loop) outcomeStep(r *inflight) step {
 		maxAttempts = 1 // the fail script sends it to dead
 	}
 	delay := max(backoff(r.job.Token), 0)
-	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(ms(delay)), itoa(int64(maxAttempts)), itoa(int64(w.b.cfg.MaxAttempts))}
+	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(msCeil(delay)), itoa(int64(maxAttempts)), itoa(int64(w.b.cfg.MaxAttempts))}
 	return step{lua.Run{Script: scFail, Keys: w.kFail, Args: args}, func(res result) bool {
 		out, ok, retry := l.settle(r, "fail", res)
 		if !ok {
@@ -79,7 +79,7 @@ func (l *loop) outcomeStep(r *inflight) step {
 // failure, and reports it as typ (snoozed, or handed back by Close).
 func (l *loop) snoozeStep(r *inflight, delay time.Duration, typ JobEventType) step {
 	w := l.w
-	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(ms(delay))}
+	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(msCeil(delay))}
 	return step{lua.Run{Script: scSnooze, Keys: w.kSnooze, Args: args}, func(res result) bool {
 		out, ok, retry := l.settle(r, "snooze", res)
 		if !ok {
@@ -149,13 +149,13 @@ func (l *loop) completeStep(rs []*inflight) step {
 			}
 			return true
 		}
-		l.completed(rs, refused)
+		l.retired(rs, refused)
 		return true
 	}}
 }
 
-// completed reports each job of an accepted completemany: retired, or refused as stale.
-func (l *loop) completed(rs []*inflight, refused []*StaleError) {
+// retired reports each job of an accepted completemany: retired, or refused as stale.
+func (l *loop) retired(rs []*inflight, refused []*StaleError) {
 	stale := make(map[int]*StaleError, len(refused))
 	for _, e := range refused {
 		for i, r := range rs {

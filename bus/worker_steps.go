@@ -13,7 +13,7 @@ import (
 // claimStep claims up to n jobs and starts their handlers.
 func (l *loop) claimStep(n int) step {
 	w := l.w
-	args := []string{itoa(ms(w.cfg.Lease)), itoa(int64(n)), itoa(int64(w.b.cfg.PromoteLimit))}
+	args := []string{itoa(msCeil(w.cfg.Lease)), itoa(int64(n)), itoa(int64(w.b.cfg.PromoteLimit))}
 	return step{lua.Run{Script: scClaim, Keys: w.kClaim, Args: args}, func(res result) bool {
 		jobs, err := claimed(w.q, res.msg, res.err)
 		switch {
@@ -58,7 +58,7 @@ func (l *loop) housekeepSteps() []step {
 			w.log.Error("bus: worker: reap", "err", err)
 			return true
 		}
-		l.reaped(len(reaped.Requeued), len(reaped.Dead))
+		l.noteReap(len(reaped.Requeued), len(reaped.Dead))
 		return true
 	}}
 	promote := step{lua.Run{Script: scPromote, Keys: w.kPromote, Args: []string{limit}}, func(res result) bool {
@@ -71,14 +71,14 @@ func (l *loop) housekeepSteps() []step {
 			w.log.Error("bus: worker: promote", "err", err)
 			return true
 		}
-		l.promoted(len(moved))
+		l.notePromote(len(moved))
 		return true
 	}}
 	return []step{reap, promote}
 }
 
-// reaped takes the counts of a reap: requeued jobs are work to claim.
-func (l *loop) reaped(requeued, dead int) {
+// noteReap takes the counts of a reap: requeued jobs are work to claim.
+func (l *loop) noteReap(requeued, dead int) {
 	n := requeued + dead
 	if n == 0 {
 		return
@@ -92,8 +92,8 @@ func (l *loop) reaped(requeued, dead int) {
 	}
 }
 
-// promoted takes the count of a promote: moved jobs are work to claim.
-func (l *loop) promoted(moved int) {
+// notePromote takes the count of a promote: moved jobs are work to claim.
+func (l *loop) notePromote(moved int) {
 	if moved == 0 {
 		return
 	}
