@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -50,7 +51,8 @@ type WorkerConfig struct {
 	// bus's Config.Lease (30 s).
 	Lease time.Duration
 	// HeartbeatInterval is how often one batched extend renews every lease the worker holds.
-	// Default a third of the shortest lease of the worker and its kinds.
+	// It must be shorter than the Lease of the worker and of every kind. Default a third of
+	// the shortest lease of the worker and its kinds, and at least 10 ms.
 	HeartbeatInterval time.Duration
 	// JobTimeout caps a handler's runtime (see [HandlerOpts.Timeout]). Default 1 min
 	// ([DefaultJobTimeout]); negative: none.
@@ -77,8 +79,45 @@ type WorkerConfig struct {
 	// stale answers at Warn, dead jobs and transport errors at Error. Default slog.Default().
 	Logger *slog.Logger
 	// OnEvent, when set, is called for every [JobEvent], in order, on the worker's loop
-	// goroutine: it must return quickly.
+	// goroutine: it must return quickly. Default none.
 	OnEvent func(JobEvent)
+}
+
+// withDefaults is c with every zero field set to its default; the Lease's is the bus's.
+// HeartbeatInterval's default needs the kinds' leases: Start computes it.
+func (c WorkerConfig) withDefaults(busLease time.Duration) WorkerConfig {
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Lease = cmp.Or(c.Lease, busLease)
+	c.JobTimeout = cmp.Or(c.JobTimeout, DefaultJobTimeout)
+	if c.Backoff == nil {
+		c.Backoff = DefaultBackoff
+	}
+	if c.Codec == nil {
+		c.Codec = JSONCodec{}
+	}
+	c.WakeTimeout = cmp.Or(c.WakeTimeout, DefaultWakeTimeout)
+	c.HousekeepInterval = cmp.Or(c.HousekeepInterval, DefaultHousekeepInterval)
+	c.HousekeepLimit = cmp.Or(c.HousekeepLimit, DefaultLimit)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate refuses what no default mends; it runs on c.withDefaults(...).
+func (c WorkerConfig) validate() error {
+	const where = "bus.NewWorker"
+	err := notNegative(where,
+		field{"Concurrency", int64(c.Concurrency)}, field{"Lease", int64(c.Lease)},
+		field{"HeartbeatInterval", int64(c.HeartbeatInterval)}, field{"MaxAttempts", int64(c.MaxAttempts)},
+		field{"WakeTimeout", int64(c.WakeTimeout)}, field{"HousekeepLimit", int64(c.HousekeepLimit)})
+	if err != nil {
+		return err
+	}
+	if c.HeartbeatInterval > 0 && c.HeartbeatInterval >= c.Lease {
+		return fmt.Errorf("%w: %s: HeartbeatInterval %v is not shorter than Lease %v: leases would run out between heartbeats", ErrInvalid, where, c.HeartbeatInterval, c.Lease)
+	}
+	return nil
 }
 
 // JobEventType says what happened to a job.
@@ -217,35 +256,9 @@ func NewWorker(b *Bus, cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Concurrency < 0 || cfg.Lease < 0 || cfg.HeartbeatInterval < 0 || cfg.MaxAttempts < 0 || cfg.WakeTimeout < 0 || cfg.HousekeepLimit < 0 {
-		return nil, fmt.Errorf("%w: bus.NewWorker: Concurrency, Lease, HeartbeatInterval, MaxAttempts, WakeTimeout and HousekeepLimit must not be negative", ErrInvalid)
-	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.Lease == 0 {
-		cfg.Lease = b.cfg.Lease
-	}
-	if cfg.JobTimeout == 0 {
-		cfg.JobTimeout = DefaultJobTimeout
-	}
-	if cfg.Backoff == nil {
-		cfg.Backoff = DefaultBackoff
-	}
-	if cfg.Codec == nil {
-		cfg.Codec = JSONCodec{}
-	}
-	if cfg.WakeTimeout == 0 {
-		cfg.WakeTimeout = DefaultWakeTimeout
-	}
-	if cfg.HousekeepInterval == 0 {
-		cfg.HousekeepInterval = DefaultHousekeepInterval
-	}
-	if cfg.HousekeepLimit == 0 {
-		cfg.HousekeepLimit = DefaultLimit
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg = cfg.withDefaults(b.cfg.Lease)
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	w := &Worker{
 		b: b, q: q, cfg: cfg, handlers: map[string]*handler{},
@@ -270,28 +283,11 @@ func (w *Worker) register(kind string, opts *HandlerOpts, build func(*handler) h
 	if opts != nil {
 		o = *opts
 	}
-	if o.MaxAttempts < 0 || o.Lease < 0 {
-		return fmt.Errorf("%w: handler of kind %s: negative MaxAttempts or Lease", ErrInvalid, kind)
+	o = o.withDefaults(w.cfg)
+	if err := o.validate(kind, w.cfg); err != nil {
+		return err
 	}
-	h := &handler{kind: kind, codec: o.Codec, maxAttempts: o.MaxAttempts, backoff: o.Backoff, lease: o.Lease, timeout: o.Timeout}
-	if h.codec == nil {
-		h.codec = w.cfg.Codec
-	}
-	if h.maxAttempts == 0 {
-		h.maxAttempts = w.cfg.MaxAttempts
-	}
-	if h.backoff == nil {
-		h.backoff = w.cfg.Backoff
-	}
-	if h.lease == 0 {
-		h.lease = w.cfg.Lease
-	}
-	if h.timeout == 0 {
-		h.timeout = w.cfg.JobTimeout
-	}
-	if h.timeout < 0 {
-		h.timeout = 0
-	}
+	h := &handler{kind: kind, codec: o.Codec, maxAttempts: o.MaxAttempts, backoff: o.Backoff, lease: o.Lease, timeout: max(o.Timeout, 0)}
 	h.fn = build(h)
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -90,7 +90,7 @@ func TestWorkerProcess(t *testing.T) {
 		}
 	}
 	w, err := bus.NewWorker(b, bus.WorkerConfig{
-		Queue: queue, Concurrency: concurrency, Lease: lease, HeartbeatInterval: beat, HousekeepInterval: housekeep,
+		Queue: queue, Concurrency: concurrency, Lease: lease, HousekeepInterval: housekeep,
 		OnEvent: record,
 		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -101,6 +101,10 @@ func TestWorkerProcess(t *testing.T) {
 		time.Sleep(work)
 		return nil
 	}, nil)
+	if beat != 0 {
+		// Past validation: a beat of 1h with a lease of 1s is a worker that renews nothing.
+		bus.SetHeartbeatInterval(w, beat)
+	}
 	require.NoError(t, w.Start())
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it

@@ -152,6 +152,61 @@ func TestWorkerConfigErrors(t *testing.T) {
 	require.NoError(t, never.Close(context.Background()), "never started")
 }
 
+// TestWorkerHeartbeatShorterThanLease: a heartbeat interval that is not shorter than the
+// lease it renews (the worker's, the bus's it defaults to, or a kind's) is refused, naming
+// the fields; a shorter one, or the default, is accepted.
+func TestWorkerHeartbeatShorterThanLease(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, valkeytest.Shared(t).Client(t), bus.Config{Lease: 10 * time.Second})
+	name := uniqueName(t)
+	for _, tc := range []struct {
+		name string
+		cfg  bus.WorkerConfig
+	}{
+		{"equal", bus.WorkerConfig{Queue: name, Lease: time.Second, HeartbeatInterval: time.Second}},
+		{"longer", bus.WorkerConfig{Queue: name, Lease: time.Second, HeartbeatInterval: time.Minute}},
+		{"the bus's lease", bus.WorkerConfig{Queue: name, HeartbeatInterval: 10 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := bus.NewWorker(b, tc.cfg)
+			require.ErrorIs(t, err, bus.ErrInvalid)
+			require.ErrorContains(t, err, "HeartbeatInterval")
+			require.ErrorContains(t, err, "Lease")
+		})
+	}
+
+	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: name, Lease: time.Second, HeartbeatInterval: 300 * time.Millisecond})
+	require.NoError(t, err)
+	noop := func(context.Context, *bus.Task[args]) error { return nil }
+	err = bus.Handle(w, "short", noop, &bus.HandlerOpts{Lease: 300 * time.Millisecond})
+	require.ErrorIs(t, err, bus.ErrInvalid, "a kind's lease no longer than the heartbeat")
+	require.ErrorContains(t, err, "HeartbeatInterval")
+	require.ErrorContains(t, err, "short")
+	require.NoError(t, bus.Handle(w, "long", noop, &bus.HandlerOpts{Lease: time.Minute}))
+	require.NoError(t, bus.Handle(w, "default", noop, nil), "the worker's lease")
+
+	w, err = bus.NewWorker(b, bus.WorkerConfig{Queue: name, Lease: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, bus.Handle(w, "short", noop, &bus.HandlerOpts{Lease: 30 * time.Millisecond}), "the default heartbeat follows the shortest lease")
+}
+
+// TestConfigNamesTheField: a negative field of a Config or a WorkerConfig is refused with
+// its name.
+func TestConfigNamesTheField(t *testing.T) {
+	t.Parallel()
+	c := valkeytest.Shared(t).Client(t)
+	_, err := bus.New(c, bus.Config{UniqueTTL: -time.Second})
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	require.ErrorContains(t, err, "UniqueTTL")
+	b, err := bus.New(c, bus.Config{MaxAttempts: -1, PromoteLimit: -1})
+	require.NoError(t, err, "negative MaxAttempts and PromoteLimit mean none")
+	_, err = bus.NewWorker(b, bus.WorkerConfig{Queue: "q", WakeTimeout: -time.Second})
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	require.ErrorContains(t, err, "WakeTimeout")
+	_, err = bus.NewWorker(b, bus.WorkerConfig{Queue: "q", JobTimeout: -1, HousekeepInterval: -1})
+	require.NoError(t, err, "negative JobTimeout and HousekeepInterval mean none")
+}
+
 // TestWorkerOutcomes: each way a handler can end lands the job where it should, with the
 // counters and events to match.
 func TestWorkerOutcomes(t *testing.T) {
