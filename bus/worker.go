@@ -26,18 +26,6 @@ const (
 	DefaultHousekeepInterval = 2 * time.Second
 )
 
-// Internal bounds of the worker's loop.
-const (
-	// roundTripTimeout bounds one pipelined round trip of the loop.
-	roundTripTimeout = 10 * time.Second
-	// handBackTimeout bounds the last round trip after Close's deadline passed.
-	handBackTimeout = 2 * time.Second
-	// maxClaim bounds one claim, whatever the concurrency.
-	maxClaim = 1000
-	// minBeat is the shortest heartbeat interval.
-	minBeat = 10 * time.Millisecond
-)
-
 // WorkerConfig configures a [Worker]. Queue is required; every zero field means its default.
 type WorkerConfig struct {
 	// Queue is the queue the worker drains. One worker drains one queue; run one worker per
@@ -389,48 +377,5 @@ func (w *Worker) Stats() WorkerStats {
 		Claimed:   s.claimed.Load(),
 		Completed: s.completed.Load(), Failed: s.failed.Load(), Retried: s.retried.Load(), Dead: s.dead.Load(),
 		Snoozed: s.snoozed.Load(), HandedBack: s.handedBack.Load(), Stale: s.stale.Load(), LeaseLost: s.leaseLost.Load(),
-	}
-}
-
-// emit counts, logs and reports one event.
-func (w *Worker) emit(e JobEvent) {
-	s := &w.stats
-	level := slog.LevelDebug
-	switch e.Type {
-	case JobCompleted:
-		s.completed.Add(1)
-	case JobRetried:
-		s.retried.Add(1)
-		level = slog.LevelWarn
-	case JobDead:
-		s.dead.Add(1)
-		level = slog.LevelError
-	case JobSnoozed:
-		s.snoozed.Add(1)
-	case JobHandedBack:
-		s.handedBack.Add(1)
-		level = slog.LevelInfo
-	case JobStale:
-		s.stale.Add(1)
-		level = slog.LevelWarn
-	case JobLeaseLost:
-		s.leaseLost.Add(1)
-		level = slog.LevelWarn
-	}
-	if w.log.Enabled(context.Background(), level) {
-		attrs := []any{"job", e.Job.ID, "kind", e.Kind, "token", e.Job.Token}
-		if e.Err != nil {
-			attrs = append(attrs, "err", e.Err)
-		}
-		if e.Duration > 0 {
-			attrs = append(attrs, "duration", e.Duration)
-		}
-		if !e.At.IsZero() {
-			attrs = append(attrs, "at", e.At)
-		}
-		w.log.Log(context.Background(), level, "bus: job "+e.Type.String(), attrs...)
-	}
-	if w.cfg.OnEvent != nil {
-		w.cfg.OnEvent(e)
 	}
 }

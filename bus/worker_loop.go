@@ -10,6 +10,18 @@ import (
 	"github.com/echocache/echocache/lua"
 )
 
+// Internal bounds of the worker's loop.
+const (
+	// roundTripTimeout bounds one pipelined round trip of the loop.
+	roundTripTimeout = 10 * time.Second
+	// handBackTimeout bounds the last round trip after Close's deadline passed.
+	handBackTimeout = 2 * time.Second
+	// maxClaim bounds one claim, whatever the concurrency.
+	maxClaim = 1000
+	// minBeat is the shortest heartbeat interval.
+	minBeat = 10 * time.Millisecond
+)
+
 // loop is the worker's one goroutine that talks to the server (besides the blocker), and its
 // state: only that goroutine touches a loop. Every round trip is one pipeline of the outcomes
 // of finished handlers, the heartbeat's extend, housekeeping, the claim for the free slots

@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/echocache/echocache/lua"
@@ -11,7 +12,7 @@ import (
 // The outcomes of finished handlers: completes (one completemany per round trip), fails,
 // snoozes and hand-backs, and what to do when the server refuses one or cannot be reached.
 // A reply that was a transport error puts the job on loop.resend: it goes out again with the
-// next round trip.
+// next round trip. Every step reports what happened to its jobs through emit, at the end.
 
 // outcomeSteps are the scripts that record the outcomes of sending: one fail or snooze for
 // each job whose handler did not return nil, and one completemany for the others.
@@ -182,4 +183,47 @@ func (l *loop) abandon() {
 		delete(l.held, r)
 	}
 	l.outcomes = nil
+}
+
+// emit counts, logs and reports one event.
+func (w *Worker) emit(e JobEvent) {
+	s := &w.stats
+	level := slog.LevelDebug
+	switch e.Type {
+	case JobCompleted:
+		s.completed.Add(1)
+	case JobRetried:
+		s.retried.Add(1)
+		level = slog.LevelWarn
+	case JobDead:
+		s.dead.Add(1)
+		level = slog.LevelError
+	case JobSnoozed:
+		s.snoozed.Add(1)
+	case JobHandedBack:
+		s.handedBack.Add(1)
+		level = slog.LevelInfo
+	case JobStale:
+		s.stale.Add(1)
+		level = slog.LevelWarn
+	case JobLeaseLost:
+		s.leaseLost.Add(1)
+		level = slog.LevelWarn
+	}
+	if w.log.Enabled(context.Background(), level) {
+		attrs := []any{"job", e.Job.ID, "kind", e.Kind, "token", e.Job.Token}
+		if e.Err != nil {
+			attrs = append(attrs, "err", e.Err)
+		}
+		if e.Duration > 0 {
+			attrs = append(attrs, "duration", e.Duration)
+		}
+		if !e.At.IsZero() {
+			attrs = append(attrs, "at", e.At)
+		}
+		w.log.Log(context.Background(), level, "bus: job "+e.Type.String(), attrs...)
+	}
+	if w.cfg.OnEvent != nil {
+		w.cfg.OnEvent(e)
+	}
 }
