@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
+
+	"github.com/echocache/echocache/internal/panics"
 )
 
 // The executor: a claimed job becomes an inflight, its handler runs on a goroutine of the
@@ -104,11 +105,11 @@ func (w *Worker) serve() {
 }
 
 // runHandler calls the handler and sends r back to the loop; a panic becomes the job's
-// error. It runs on a pool goroutine, so it touches r only, never the loop.
+// error, a *[PanicError]. It runs on a pool goroutine, so it touches r only, never the loop.
 func (w *Worker) runHandler(r *inflight) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.err = fmt.Errorf("bus: handler of kind %s panicked: %v\n%s", r.kind, p, debug.Stack())
+			r.err = panics.New("bus: handler of kind "+r.kind, p)
 		}
 		r.dur = time.Since(r.since)
 		w.returns <- r

@@ -40,9 +40,12 @@ func (l *loop) outcomeStep(r *inflight) step {
 	if r.preErr != nil {
 		err = r.preErr
 	}
+	// A handler's own panic fails the job, whatever its value: a panic raised with a
+	// SkipRetry or Snooze error is no instruction.
+	_, panicked := err.(*PanicError)
 	var snooze *SnoozeError
 	switch {
-	case errors.As(err, &snooze):
+	case !panicked && errors.As(err, &snooze):
 		return l.snoozeStep(r, snooze.Delay, JobSnoozed)
 	case l.pastDeadline && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
 		// Cancelled by Close's deadline: hand the job back without counting a failure.
@@ -53,7 +56,7 @@ func (l *loop) outcomeStep(r *inflight) step {
 	if r.h != nil {
 		maxAttempts, backoff = r.h.maxAttempts, r.h.backoff
 	}
-	if errors.Is(err, ErrSkipRetry) || errors.Is(err, ErrNoEnvelope) {
+	if !panicked && (errors.Is(err, ErrSkipRetry) || errors.Is(err, ErrNoEnvelope)) {
 		maxAttempts = 1 // the fail script sends it to dead
 	}
 	delay := max(backoff(r.job.Token), 0)

@@ -152,6 +152,67 @@ func TestWorkerConfigErrors(t *testing.T) {
 	require.NoError(t, never.Close(context.Background()), "never started")
 }
 
+// TestWorkerHandlerPanic: a handler's panic is the job's error, a *PanicError naming the
+// kind, and fails the job like a returned error, even when the panic value is a SkipRetry or
+// a Snooze error.
+func TestWorkerHandlerPanic(t *testing.T) {
+	t.Parallel()
+	ctx, _, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	events := make(chan bus.JobEvent, 100)
+	w := startWorker(t, b, bus.WorkerConfig{
+		Queue: name, MaxAttempts: 3, Backoff: func(int64) time.Duration { return time.Millisecond },
+		OnEvent: func(e bus.JobEvent) { events <- e },
+	}, func(w *bus.Worker) {
+		bus.MustHandle(w, "panics", func(ctx context.Context, task *bus.Task[args]) error {
+			if task.Job.Token == 1 {
+				switch task.Args.Mode {
+				case "skip":
+					panic(bus.SkipRetry(errors.New("poison")))
+				case "snooze":
+					panic(bus.Snooze(time.Hour))
+				}
+				panic("boom")
+			}
+			return nil
+		}, nil)
+	})
+	for _, mode := range []string{"boom", "skip", "snooze"} {
+		_, err := bus.EnqueueTask(ctx, b, name, "panics", args{Mode: mode}, nil)
+		require.NoError(t, err)
+	}
+	var retried []bus.JobEvent
+	for completed := 0; completed < 3; {
+		select {
+		case e := <-events:
+			switch e.Type {
+			case bus.JobRetried:
+				retried = append(retried, e)
+			case bus.JobCompleted:
+				completed++
+			case bus.JobDead, bus.JobSnoozed:
+				t.Fatalf("a panic must fail the job: %v %v", e.Type, e.Err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the jobs did not complete")
+		}
+	}
+	require.Len(t, retried, 3)
+	var values []string
+	for _, e := range retried {
+		var pe *bus.PanicError
+		require.ErrorAs(t, e.Err, &pe)
+		require.Equal(t, "bus: handler of kind panics", pe.Where)
+		require.True(t, strings.HasPrefix(e.Err.Error(), "bus: handler of kind panics panicked: "), e.Err.Error())
+		require.Contains(t, string(pe.Stack), "worker_test.go", "the stack is the handler's")
+		values = append(values, fmt.Sprint(pe.Value))
+	}
+	require.Contains(t, values, "boom")
+	s := w.Stats()
+	require.Equal(t, int64(3), s.Retried)
+	require.Zero(t, s.Dead)
+	require.Zero(t, s.Snoozed)
+}
+
 // TestWorkerHeartbeatShorterThanLease: a heartbeat interval that is not shorter than the
 // lease it renews (the worker's, the bus's it defaults to, or a kind's) is refused, naming
 // the fields; a shorter one, or the default, is accepted.
