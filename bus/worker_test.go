@@ -71,7 +71,7 @@ func enqueueTasks(t *testing.T, b *bus.Bus, queue, kind string, n int, mode stri
 func drained(t *testing.T, b *bus.Bus, queue string, d time.Duration) bus.Counts {
 	t.Helper()
 	var c bus.Counts
-	eventually(t, d, "queue "+queue+" to drain", func() bool {
+	valkeytest.Eventually(t, d, "queue "+queue+" to drain", func() bool {
 		var err error
 		c, err = b.Counts(context.Background(), queue)
 		require.NoError(t, err)
@@ -345,7 +345,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		require.NoError(t, err)
 
 		counts := drained(t, b, name, 30*time.Second)
-		eventually(t, 10*time.Second, "the last replies", func() bool { s := w.Stats(); return s.Completed+s.Dead == 10 })
+		valkeytest.Eventually(t, 10*time.Second, "the last replies", func() bool { s := w.Stats(); return s.Completed+s.Dead == 10 })
 		// Dead: always (3 attempts), skip, no envelope, unknown kind (3 attempts), bad args.
 		require.Equal(t, int64(5), counts.Dead)
 		s := w.Stats()
@@ -400,7 +400,7 @@ func TestWorkerConcurrencyBound(t *testing.T) {
 	})
 	enqueueTasks(t, b, name, "slow", 200, "")
 	drained(t, b, name, time.Minute)
-	eventually(t, 10*time.Second, "200 completions", func() bool { return w.Stats().Completed == 200 })
+	valkeytest.Eventually(t, 10*time.Second, "200 completions", func() bool { return w.Stats().Completed == 200 })
 	require.Equal(t, int64(8), peak.Load(), "at most 8 at once, and the bound was reached")
 	mu.Lock()
 	defer mu.Unlock()
@@ -482,8 +482,14 @@ func TestWorkerIdleCommands(t *testing.T) {
 		}
 		return by
 	}
-	eventually(t, 10*time.Second, "the first claim", func() bool { by := calls(); return by["evalsha"]+by["eval"] > 0 })
-	time.Sleep(time.Second) // let the start settle: the first claim, schedule read, housekeeping
+	valkeytest.Eventually(t, 10*time.Second, "the first claim", func() bool { by := calls(); return by["evalsha"]+by["eval"] > 0 })
+	// The start has settled (the first claim, schedule read and housekeeping answered) when
+	// the worker blocks on the wake list.
+	valkeytest.Eventually(t, 10*time.Second, "the worker to block on the wake list", func() bool {
+		list, err := srv.Do(context.Background(), "CLIENT", "LIST", "TYPE", "normal")
+		require.NoError(t, err)
+		return strings.Contains(list, "cmd=blpop")
+	})
 	const window = 6 * time.Second
 	before := calls()
 	time.Sleep(window) // the quantity measured is what happens over time while idle
@@ -583,7 +589,7 @@ func TestWorkerHeartbeat(t *testing.T) {
 	}
 	close(stopReaper)
 	require.Zero(t, <-reaped, "the outside reaper found no expired lease")
-	eventually(t, 10*time.Second, "the complete", func() bool { return w.Stats().Completed == 1 })
+	valkeytest.Eventually(t, 10*time.Second, "the complete", func() bool { return w.Stats().Completed == 1 })
 	s := w.Stats()
 	require.Equal(t, int64(1), s.Claimed)
 	require.Zero(t, s.LeaseLost)
@@ -621,7 +627,7 @@ func TestWorkerLeaseLost(t *testing.T) {
 	}
 	// Expire the lease in the server's own index and reap it, as a reaper would after a
 	// missed heartbeat. The heartbeat may renew the deadline between the two: try again.
-	eventually(t, 10*time.Second, "the job to be reaped", func() bool {
+	valkeytest.Eventually(t, 10*time.Second, "the job to be reaped", func() bool {
 		require.NoError(t, c.Do(ctx, c.B().Zadd().Key(q.Active()).Xx().ScoreMember().ScoreMember(0, e.ID.String()).Build()).Error())
 		r, err := b.Reap(ctx, name, nil)
 		require.NoError(t, err)
@@ -633,7 +639,7 @@ func TestWorkerLeaseLost(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler's context was not cancelled")
 	}
-	eventually(t, 10*time.Second, "the second run to complete", func() bool { return w.Stats().Completed == 1 })
+	valkeytest.Eventually(t, 10*time.Second, "the second run to complete", func() bool { return w.Stats().Completed == 1 })
 	s := w.Stats()
 	require.Equal(t, int64(1), s.LeaseLost)
 	require.Equal(t, int64(2), s.Claimed)
@@ -666,7 +672,7 @@ func TestWorkerTimeout(t *testing.T) {
 	}
 	counts := drained(t, b, name, 10*time.Second)
 	require.Equal(t, int64(1), counts.Dead, "two attempts, then dead")
-	eventually(t, 10*time.Second, "the counters", func() bool { s := w.Stats(); return s.Retried == 1 && s.Dead == 1 })
+	valkeytest.Eventually(t, 10*time.Second, "the counters", func() bool { s := w.Stats(); return s.Retried == 1 && s.Dead == 1 })
 }
 
 // TestCompleteMany: one call retires several jobs, each fenced by its own token; bad input
@@ -741,7 +747,7 @@ func TestWorkerCodecAndLog(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler did not run")
 	}
-	eventually(t, 10*time.Second, "the dead job's log line", func() bool {
+	valkeytest.Eventually(t, 10*time.Second, "the dead job's log line", func() bool {
 		logMu.Lock()
 		defer logMu.Unlock()
 		return strings.Contains(logBuf.String(), "level=ERROR msg=\"bus: job dead\" queue="+name+" job="+e.ID.String()+" kind=shout token=1 err=\"bus: skip retries: poison\"")
