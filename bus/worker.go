@@ -306,15 +306,7 @@ func (w *Worker) Start() error {
 		return fmt.Errorf("%w: worker of queue %s: no handler registered", ErrInvalid, w.q.Name())
 	}
 	w.started = true
-	w.beatEvery = w.cfg.HeartbeatInterval
-	if w.beatEvery == 0 {
-		shortest := w.cfg.Lease
-		for _, h := range w.handlers {
-			shortest = min(shortest, h.lease)
-		}
-		w.beatEvery = shortest / 3
-	}
-	w.beatEvery = max(w.beatEvery, minBeat)
+	w.beatEvery = w.heartbeatInterval()
 	w.returns = make(chan *inflight, w.cfg.Concurrency)
 	w.work = make(chan *inflight, w.cfg.Concurrency)
 	w.wake = make(chan bool, 1)
@@ -336,6 +328,19 @@ func (w *Worker) Start() error {
 		close(w.done)
 	}()
 	return nil
+}
+
+// heartbeatInterval is HeartbeatInterval, or its default once the kinds are known: a third
+// of the shortest lease of the worker and its kinds; at least minBeat.
+func (w *Worker) heartbeatInterval() time.Duration {
+	if w.cfg.HeartbeatInterval > 0 {
+		return max(w.cfg.HeartbeatInterval, minBeat)
+	}
+	shortest := w.cfg.Lease
+	for _, h := range w.handlers {
+		shortest = min(shortest, h.lease)
+	}
+	return max(shortest/3, minBeat)
 }
 
 // Close stops the worker: it stops claiming, lets running handlers finish and sends their
