@@ -78,8 +78,14 @@ func (b *Bus) Reap(ctx context.Context, queue string, opts *ReapOpts) (Reaped, e
 	if err != nil {
 		return Reaped{}, errorFor(call{op: op, queue: queue}, err)
 	}
-	arr, aerr := msg.ToArray()
-	if aerr != nil || len(arr) != 2 {
+	return reapReply(msg)
+}
+
+// reapReply decodes a reap reply {requeued, dead}: two lists of JOB ids.
+func reapReply(msg valkey.ValkeyMessage) (Reaped, error) {
+	const op = "reap"
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) != 2 {
 		return Reaped{}, protocolError(op, "reply %v", msg)
 	}
 	var r Reaped
@@ -107,14 +113,20 @@ func limitOf(op, queue string, set bool, get func() int) (int, error) {
 	}
 }
 
-// jobIDs decodes a list of JOB ids.
+// jobIDs decodes a list of JOB ids (a promote or purge reply, a list of a reap reply).
 func jobIDs(op string, msg valkey.ValkeyMessage) ([]keys.JobID, error) {
 	ss, err := msg.AsStrSlice()
 	if err != nil {
 		return nil, protocolError(op, "reply %v", msg)
 	}
+	return parseJobIDs(op, ss)
+}
+
+// parseJobIDs parses the JOB ids of a reply.
+func parseJobIDs(op string, ss []string) ([]keys.JobID, error) {
 	out := make([]keys.JobID, len(ss))
 	for i, s := range ss {
+		var err error
 		if out[i], err = keys.ParseJobID(s); err != nil {
 			return nil, protocolError(op, "reply id %q: %v", s, err)
 		}

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -59,6 +60,41 @@ type Config struct {
 	SubscribeBuffer int
 }
 
+// withDefaults is c with every zero field set to its default, and a negative MaxAttempts (no
+// maximum) or PromoteLimit (no promote on claim) turned into the scripts' 0.
+func (c Config) withDefaults() Config {
+	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
+	c.MaxAttempts = max(cmp.Or(c.MaxAttempts, DefaultMaxAttempts), 0)
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.PromoteLimit = max(cmp.Or(c.PromoteLimit, DefaultPromoteLimit), 0)
+	c.UniqueTTL = cmp.Or(c.UniqueTTL, DefaultUniqueTTL)
+	c.SubscribeBuffer = cmp.Or(c.SubscribeBuffer, DefaultSubscribeBuffer)
+	return c
+}
+
+// validate refuses what no default mends; it runs on c.withDefaults().
+func (c Config) validate() error {
+	return notNegative("bus.New",
+		field{"MaxPayload", int64(c.MaxPayload)}, field{"Lease", int64(c.Lease)},
+		field{"UniqueTTL", int64(c.UniqueTTL)}, field{"SubscribeBuffer", int64(c.SubscribeBuffer)})
+}
+
+// field is a config field's name and value, for notNegative.
+type field struct {
+	name  string
+	value int64
+}
+
+// notNegative answers ErrInvalid naming the first negative field.
+func notNegative(where string, fields ...field) error {
+	for _, f := range fields {
+		if f.value < 0 {
+			return fmt.Errorf("%w: %s: %s must not be negative", ErrInvalid, where, f.name)
+		}
+	}
+	return nil
+}
+
 // Bus is EchoMQ over one valkey-go client: the queue verbs, inspection and broadcast topics.
 // It holds no goroutines and needs no closing; it is safe for concurrent use. Queues are
 // named by strings and need no declaration: a queue exists while one of its keys does.
@@ -81,32 +117,9 @@ func New(client valkey.Client, cfg Config) (*Bus, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: bus.New: nil client", ErrInvalid)
 	}
-	if cfg.MaxPayload < 0 || cfg.Lease < 0 || cfg.UniqueTTL < 0 || cfg.SubscribeBuffer < 0 {
-		return nil, fmt.Errorf("%w: bus.New: MaxPayload, Lease, UniqueTTL and SubscribeBuffer must not be negative", ErrInvalid)
-	}
-	if cfg.MaxPayload == 0 {
-		cfg.MaxPayload = DefaultMaxPayload
-	}
-	switch {
-	case cfg.MaxAttempts == 0:
-		cfg.MaxAttempts = DefaultMaxAttempts
-	case cfg.MaxAttempts < 0:
-		cfg.MaxAttempts = 0 // the scripts' "no maximum"
-	}
-	if cfg.Lease == 0 {
-		cfg.Lease = DefaultLease
-	}
-	switch {
-	case cfg.PromoteLimit == 0:
-		cfg.PromoteLimit = DefaultPromoteLimit
-	case cfg.PromoteLimit < 0:
-		cfg.PromoteLimit = 0
-	}
-	if cfg.UniqueTTL == 0 {
-		cfg.UniqueTTL = DefaultUniqueTTL
-	}
-	if cfg.SubscribeBuffer == 0 {
-		cfg.SubscribeBuffer = DefaultSubscribeBuffer
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	topics, err := topic.New(client, topic.Config{MaxPayload: cfg.MaxPayload, SubscribeBuffer: cfg.SubscribeBuffer})
 	if err != nil {
@@ -330,15 +343,15 @@ func (a *Ack) timeout() time.Duration {
 	if a.Timeout == 0 {
 		return DefaultAckTimeout
 	}
-	return time.Duration(ms(a.Timeout)) * time.Millisecond
+	return time.Duration(msCeil(a.Timeout)) * time.Millisecond
 }
 
 func (a *Ack) command(bld valkey.Builder) valkey.Completed {
-	ms := a.timeout().Milliseconds() // at least 1: 0 would block forever
+	timeoutMs := a.timeout().Milliseconds() // whole already, and at least 1: 0 would block forever
 	if a.Durability == Persisted {
-		return bld.Waitaof().Numlocal(1).Numreplicas(int64(a.replicas())).Timeout(ms).Build()
+		return bld.Waitaof().Numlocal(1).Numreplicas(int64(a.replicas())).Timeout(timeoutMs).Build()
 	}
-	return bld.Wait().Numreplicas(int64(a.replicas())).Timeout(ms).Build()
+	return bld.Wait().Numreplicas(int64(a.replicas())).Timeout(timeoutMs).Build()
 }
 
 // check reads the wait's reply.
@@ -376,8 +389,11 @@ func (a *Ack) check(r valkey.ValkeyResult) error {
 	return e
 }
 
-// ms is d in whole milliseconds, rounded up, so that a positive duration never becomes 0.
-func ms(d time.Duration) int64 {
+// msCeil is the duration d in whole milliseconds, rounded up: a positive lease, delay or
+// timeout never becomes 0 (which the scripts read as "none" or refuse) and is never shorter
+// than asked. Instants go the other way: an EnqueueOpts.At is sent as its UnixMilli,
+// rounded down, so a run-at is never later than asked.
+func msCeil(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}

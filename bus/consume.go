@@ -89,7 +89,7 @@ func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, erro
 	case promote < 0:
 		promote = 0
 	}
-	return q, lua.Run{Script: scClaim, Keys: keysOf(scClaim, q), Args: []string{itoa(ms(lease)), itoa(int64(count)), itoa(int64(promote))}}, nil
+	return q, lua.Run{Script: scClaim, Keys: keysOf(scClaim, q), Args: []string{itoa(msCeil(lease)), itoa(int64(count)), itoa(int64(promote))}}, nil
 }
 
 // claimed decodes a claim reply.
@@ -119,8 +119,8 @@ func claimed(q keys.Queue, msg valkey.ValkeyMessage, err error) ([]Job, error) {
 	return jobs, errorFor(call{op: op, queue: q.Name()}, err)
 }
 
-// held validates the handle of a claimed job and returns its queue.
-func (b *Bus) held(op string, j Job) (keys.Queue, error) {
+// heldQueue validates the handle of a claimed job and returns its queue.
+func (b *Bus) heldQueue(op string, j Job) (keys.Queue, error) {
 	q, err := b.queue(op, j.Queue)
 	if err != nil {
 		return q, err
@@ -144,7 +144,7 @@ type CompleteOpts struct {
 // *[StaleError] (ErrStale) and changes nothing when j.Token no longer holds the job.
 func (b *Bus) Complete(ctx context.Context, j Job, opts *CompleteOpts) error {
 	const op = "complete"
-	q, err := b.held(op, j)
+	q, err := b.heldQueue(op, j)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (b *Bus) CompleteMany(ctx context.Context, jobs []Job, opts *CompleteOpts) 
 	}
 	var q keys.Queue
 	for i, j := range jobs {
-		jq, err := b.held(op, j)
+		jq, err := b.heldQueue(op, j)
 		if err != nil {
 			return nil, err
 		}
@@ -236,7 +236,7 @@ func completeManyReply(queue string, jobs []Job, msg valkey.ValkeyMessage) ([]*S
 // its new work and learns that its old lease was lost.
 func (b *Bus) CompleteAndClaim(ctx context.Context, j Job, opts *ClaimOpts) ([]Job, error) {
 	const op = "complete"
-	q, err := b.held(op, j)
+	q, err := b.heldQueue(op, j)
 	if err != nil {
 		return nil, err
 	}
@@ -285,14 +285,14 @@ func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) 
 	if opts != nil {
 		o = *opts
 	}
-	q, err := b.held(op, j)
+	q, err := b.heldQueue(op, j)
 	if err != nil {
 		return Outcome{}, err
 	}
 	if o.Backoff < 0 || o.MaxAttempts < 0 {
 		return Outcome{}, fmt.Errorf("%w: %s %s in queue %s: negative Backoff or MaxAttempts", ErrInvalid, op, j.ID, j.Queue)
 	}
-	args := []string{j.ID.String(), itoa(j.Token), itoa(ms(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts))}
+	args := []string{j.ID.String(), itoa(j.Token), itoa(msCeil(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts))}
 	msg, err := b.exec(ctx, lua.Run{Script: scFail, Keys: keysOf(scFail, q), Args: args}, &o.Ack)
 	return outcome(op, call{op, j.Queue, j.ID, j.Token}, msg, err)
 }
@@ -324,7 +324,7 @@ type SnoozeOpts struct {
 // It answers a *[StaleError] and changes nothing when j.Token no longer holds the job.
 func (b *Bus) Snooze(ctx context.Context, j Job, delay time.Duration, opts *SnoozeOpts) (Outcome, error) {
 	const op = "snooze"
-	q, err := b.held(op, j)
+	q, err := b.heldQueue(op, j)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -335,7 +335,7 @@ func (b *Bus) Snooze(ctx context.Context, j Job, delay time.Duration, opts *Snoo
 	if opts != nil {
 		ack = &opts.Ack
 	}
-	msg, err := b.exec(ctx, lua.Run{Script: scSnooze, Keys: keysOf(scSnooze, q), Args: []string{j.ID.String(), itoa(j.Token), itoa(ms(delay))}}, ack)
+	msg, err := b.exec(ctx, lua.Run{Script: scSnooze, Keys: keysOf(scSnooze, q), Args: []string{j.ID.String(), itoa(j.Token), itoa(msCeil(delay))}}, ack)
 	return outcome(op, call{op, j.Queue, j.ID, j.Token}, msg, err)
 }
 
@@ -381,11 +381,10 @@ func (b *Bus) ExtendMany(ctx context.Context, jobs []Job, opts *ExtendOpts) (tim
 		lease = b.cfg.Lease
 	}
 	var q keys.Queue
-	byID := make(map[string]Job, len(jobs))
 	args := make([]string, 1, 1+2*len(jobs))
-	args[0] = itoa(ms(lease))
+	args[0] = itoa(msCeil(lease))
 	for i, j := range jobs {
-		jq, err := b.held(op, j)
+		jq, err := b.heldQueue(op, j)
 		if err != nil {
 			return time.Time{}, nil, err
 		}
@@ -394,7 +393,6 @@ func (b *Bus) ExtendMany(ctx context.Context, jobs []Job, opts *ExtendOpts) (tim
 		} else if j.Queue != jobs[0].Queue {
 			return time.Time{}, nil, fmt.Errorf("%w: %s: jobs of queues %s and %s in one call; extend each queue apart", ErrInvalid, op, jobs[0].Queue, j.Queue)
 		}
-		byID[j.ID.String()] = j
 		args = append(args, j.ID.String(), itoa(j.Token))
 	}
 	msg, err := b.exec(ctx, lua.Run{Script: scExtend, Keys: keysOf(scExtend, q), Args: args}, &o.Ack)
@@ -402,20 +400,56 @@ func (b *Bus) ExtendMany(ctx context.Context, jobs []Job, opts *ExtendOpts) (tim
 	if err != nil && !errors.Is(err, ErrNotDurable) {
 		return time.Time{}, nil, errorFor(c, err)
 	}
-	arr, aerr := msg.ToArray()
-	if aerr != nil || len(arr) != 2 {
-		return time.Time{}, nil, protocolError(op, "reply %v", msg)
+	deadline, lost, perr := extendReply(q.Name(), jobs, msg)
+	if perr != nil {
+		return time.Time{}, nil, perr
 	}
-	deadline, _ := arr[0].AsInt64()
-	flat, aerr := arr[1].AsStrSlice()
-	if aerr != nil || len(flat)%2 != 0 {
-		return time.Time{}, nil, protocolError(op, "reply %v", msg)
+	return deadline, lost, errorFor(c, err)
+}
+
+// extendReply decodes the reply {deadline_ms, lost} of an extend of jobs, all of queue: the
+// new deadline of the renewed jobs and a *StaleError for each lost one.
+func extendReply(queue string, jobs []Job, msg valkey.ValkeyMessage) (time.Time, []*StaleError, error) {
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) != 2 {
+		return time.Time{}, nil, protocolError("extend", "reply %v", msg)
 	}
-	var lost []*StaleError
+	deadline, derr := arr[0].AsInt64()
+	flat, ferr := arr[1].AsStrSlice()
+	if derr != nil || ferr != nil {
+		return time.Time{}, nil, protocolError("extend", "reply %v", msg)
+	}
+	lost, err := parseLost(queue, jobs, flat)
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	return time.UnixMilli(deadline), lost, nil
+}
+
+// parseLost reads the lost list of an extend reply, {id, "EMQSTALE <reason>", ...}, whose
+// ids are jobs of the call.
+func parseLost(queue string, jobs []Job, flat []string) ([]*StaleError, error) {
+	if len(flat)%2 != 0 {
+		return nil, protocolError("extend", "a lost list of %d items", len(flat))
+	}
+	if len(flat) == 0 {
+		return nil, nil
+	}
+	byID := make(map[string]Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID.String()] = j
+	}
+	lost := make([]*StaleError, 0, len(flat)/2)
 	for i := 0; i < len(flat); i += 2 {
-		j := byID[flat[i]]
-		reason, _ := strings.CutPrefix(flat[i+1], "EMQSTALE ")
-		lost = append(lost, &StaleError{Op: op, Queue: j.Queue, ID: j.ID, Token: j.Token, Reason: StaleReason(reason)})
+		j, ok := byID[flat[i]]
+		if !ok {
+			return nil, protocolError("extend", "lost id %q is no job of the call", flat[i])
+		}
+		reason, ok := strings.CutPrefix(flat[i+1], "EMQSTALE ")
+		if !ok {
+			return nil, protocolError("extend", "lost reason %q is not EMQSTALE", flat[i+1])
+		}
+		lost = append(lost, &StaleError{Op: "extend", Queue: queue, ID: j.ID, Token: j.Token, Reason: StaleReason(reason)})
 	}
-	return time.UnixMilli(deadline), lost, errorFor(c, err)
+	return lost, nil
 }

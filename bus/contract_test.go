@@ -17,6 +17,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/lua"
 )
@@ -372,13 +373,13 @@ func TestProtocolContract(t *testing.T) {
 		// A 1 ms lease runs out and reap brings the job back.
 		step("claim short", claimedGo(b.Claim(ctx, qa, &bus.ClaimOpts{Lease: time.Millisecond})), rawClaim("1", "1"))
 		var goReaped bus.Reaped
-		eventually(t, 10*time.Second, "reap on the Go side", func() bool {
+		valkeytest.Eventually(t, 10*time.Second, "reap on the Go side", func() bool {
 			goReaped, err = b.Reap(ctx, qa, nil)
 			require.NoError(t, err)
 			return len(goReaped.Requeued) > 0
 		})
 		var rawReaped []valkey.ValkeyMessage
-		eventually(t, 10*time.Second, "reap on the raw side", func() bool {
+		valkeytest.Eventually(t, 10*time.Second, "reap on the raw side", func() bool {
 			m, err := raw["reap"].call(t, c, qb, map[string]string{"limit": "100", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})
 			require.NoError(t, err)
 			rawReaped, err = m.ToArray()
@@ -423,13 +424,13 @@ func TestProtocolContract(t *testing.T) {
 		// A job due in 1 ms is promoted.
 		step("enqueue soon", goEnqueued(one(b.Enqueue(ctx, qa, []byte("p4"), &bus.EnqueueOpts{Delay: time.Millisecond}))), rawEnqueue("1", [2]string{"p4", ""}))
 		var goPromoted []keys.JobID
-		eventually(t, 10*time.Second, "promote on the Go side", func() bool {
+		valkeytest.Eventually(t, 10*time.Second, "promote on the Go side", func() bool {
 			goPromoted, err = b.Promote(ctx, qa, nil)
 			require.NoError(t, err)
 			return len(goPromoted) > 0
 		})
 		var rawPromoted []string
-		eventually(t, 10*time.Second, "promote on the raw side", func() bool {
+		valkeytest.Eventually(t, 10*time.Second, "promote on the raw side", func() bool {
 			m, err := raw["promote"].call(t, c, qb, map[string]string{"limit": "100"})
 			require.NoError(t, err)
 			rawPromoted = strs(m)

@@ -63,7 +63,10 @@
 //	defer sub.Close()
 //	b.Publish(ctx, "prices", []byte("EURUSD 1.08"))
 //
-// The runnable version is examples/jobs.
+// The package's examples run these calls against a real server and check their output: the
+// package example (enqueue, claim, complete, a stale complete), the one of [Bus.Fail]
+// (retries until dead) and the one of [Bus.RetryDead] (counts, browsing dead, lookup, retry).
+// examples/jobs is the whole flow as a program.
 //
 // # Workers
 //
@@ -87,6 +90,8 @@
 //	...
 //	w.Close(shutdownCtx) // stop claiming, finish or hand back running jobs
 //	fmt.Printf("%+v\n", w.Stats())
+//
+// The example of [Worker] runs that worker on one task.
 //
 // The worker runs at most Concurrency handlers and claims only as many jobs as it has free
 // slots. One goroutine talks to the server in pipelined round trips: the outcomes of the

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 )
 
@@ -38,7 +39,7 @@ func TestCrashDrill(t *testing.T) {
 
 		// The holder stops. Reap until the job comes back; it never comes back early.
 		var reaped bus.Reaped
-		eventually(t, 10*time.Second, "reap to return the job", func() bool {
+		valkeytest.Eventually(t, 10*time.Second, "reap to return the job", func() bool {
 			reaped, err = b.Reap(ctx, name, nil)
 			require.NoError(t, err)
 			return len(reaped.Requeued) > 0

@@ -8,6 +8,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/echocache/echocache/internal/panics"
 	"github.com/echocache/echocache/keys"
 )
 
@@ -116,6 +117,14 @@ func (e *AckError) Is(target error) bool { return target == ErrNotDurable }
 
 // Unwrap is the server's refusal of the wait, if that is what happened.
 func (e *AckError) Unwrap() error { return e.Err }
+
+// PanicError is a handler's panic turned into its job's error: Where is "bus: handler of
+// kind <kind>", Value what was passed to panic, Stack the panicking goroutine's stack, and
+// Error reads "bus: handler of kind <kind> panicked: <value>" followed by the stack. The job
+// fails as if the handler had returned it (retried with backoff, dead once its attempts are
+// spent); find it with errors.As in [JobEvent].Err. Unwrap returns the panic value when it is
+// an error. The cache reports a loader's panic with the same type.
+type PanicError = panics.Error
 
 // scriptError is a script's error reply, split into its code (EMQSTALE, ...) and the rest.
 type scriptError struct {

@@ -144,16 +144,11 @@ func score(t *testing.T, c valkey.Client, key string, id keys.JobID) (int64, boo
 	return int64(f), true
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// eventually is valkeytest.Eventually, the one polling helper, under the name the pub/sub
+// tests still use; every other test calls valkeytest.Eventually.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	valkeytest.Eventually(t, d, what, cond)
 }
 
 func payloads(n int, prefix string) []bus.NewJob {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 )
 
@@ -112,7 +113,7 @@ func TestWakeMarker(t *testing.T) {
 		_, err := b.Enqueue(ctx, name, []byte("later"), &bus.EnqueueOpts{Delay: 20 * time.Millisecond})
 		require.NoError(t, err)
 		require.Empty(t, wake(), "a scheduled job wakes nobody")
-		eventually(t, 10*time.Second, "promote to move the job", func() bool {
+		valkeytest.Eventually(t, 10*time.Second, "promote to move the job", func() bool {
 			moved, err := b.Promote(ctx, name, nil)
 			require.NoError(t, err)
 			return len(moved) == 1
@@ -126,7 +127,7 @@ func TestWakeMarker(t *testing.T) {
 			v, _ := c.Do(ctx, c.B().Blpop().Key(q.Wake()).Timeout(10).Build()).AsStrSlice()
 			got <- v
 		}()
-		eventually(t, 10*time.Second, "the worker to block", func() bool {
+		valkeytest.Eventually(t, 10*time.Second, "the worker to block", func() bool {
 			for _, node := range c.Nodes() {
 				list, err := node.Do(ctx, node.B().ClientList().TypeNormal().Build()).ToString()
 				require.NoError(t, err)
@@ -347,7 +348,7 @@ func TestBrowse(t *testing.T) {
 		var batches [][]keys.JobID
 		for range 5 {
 			start := time.Now().UnixMilli()
-			eventually(t, time.Second, "the next millisecond", func() bool { return time.Now().UnixMilli() > start })
+			valkeytest.Eventually(t, time.Second, "the next millisecond", func() bool { return time.Now().UnixMilli() > start })
 			out, err := b.EnqueueBatch(ctx, name, payloads(5, "b"), nil)
 			require.NoError(t, err)
 			batches = append(batches, ids(out))
@@ -441,7 +442,7 @@ func TestClaimPromotesFirst(t *testing.T) {
 		info, err := b.Lookup(ctx, name, due[4].ID)
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, info.At.UnixMilli(), start+20)
-		eventually(t, 10*time.Second, "the run-at to pass", func() bool { return serverMillis(t, c) >= info.At.UnixMilli() })
+		valkeytest.Eventually(t, 10*time.Second, "the run-at to pass", func() bool { return serverMillis(t, c) >= info.At.UnixMilli() })
 
 		none, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: 10, PromoteLimit: -1})
 		require.NoError(t, err)

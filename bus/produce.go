@@ -85,14 +85,14 @@ func (b *Bus) EnqueueBatch(ctx context.Context, queue string, jobs []NewJob, opt
 	}
 	var at int64
 	if !o.At.IsZero() {
-		at = max(o.At.UnixMilli(), 1) // 0 means "not given" to the script
+		at = max(o.At.UnixMilli(), 1) // rounded down (see msCeil); 0 means "not given" to the script
 	}
 	ttl := o.UniqueTTL
 	if ttl == 0 {
 		ttl = b.cfg.UniqueTTL
 	}
 	args := make([]string, 4, 4+3*len(jobs))
-	args[0], args[1], args[2], args[3] = itoa(at), itoa(ms(o.Delay)), itoa(ms(ttl)), itoa(int64(b.cfg.MaxPayload))
+	args[0], args[1], args[2], args[3] = itoa(at), itoa(msCeil(o.Delay)), itoa(msCeil(ttl)), itoa(int64(b.cfg.MaxPayload))
 	for i, j := range jobs {
 		if len(j.Payload) > b.cfg.MaxPayload {
 			return nil, fmt.Errorf("%w: %s in queue %s: job %d has %d bytes, the limit is %d", ErrTooLarge, op, queue, i, len(j.Payload), b.cfg.MaxPayload)

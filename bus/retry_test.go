@@ -11,6 +11,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/lua"
 )
@@ -78,7 +79,7 @@ func TestRetries(t *testing.T) {
 			if last.State == bus.StateDead {
 				break
 			}
-			eventually(t, 10*time.Second, "the retry to become claimable", func() bool {
+			valkeytest.Eventually(t, 10*time.Second, "the retry to become claimable", func() bool {
 				jobs, err = b.Claim(ctx, name, nil)
 				require.NoError(t, err)
 				return len(jobs) == 1
@@ -151,7 +152,7 @@ func TestConcurrentHousekeeping(t *testing.T) {
 		require.Len(t, leased, half)
 		require.Len(t, scheduled, half)
 		start := serverMillis(t, c)
-		eventually(t, 10*time.Second, "every lease and run-at to pass", func() bool { return serverMillis(t, c) > start+2 })
+		valkeytest.Eventually(t, 10*time.Second, "every lease and run-at to pass", func() bool { return serverMillis(t, c) > start+2 })
 
 		const workers = 8
 		var mu sync.Mutex
@@ -271,7 +272,7 @@ func TestIdempotency(t *testing.T) {
 		require.NoError(t, err)
 		guard, err := q.Unique("short")
 		require.NoError(t, err)
-		eventually(t, 10*time.Second, "the guard to expire", func() bool {
+		valkeytest.Eventually(t, 10*time.Second, "the guard to expire", func() bool {
 			n, err := c.Do(ctx, c.B().Exists().Key(guard).Build()).AsInt64()
 			require.NoError(t, err)
 			return n == 0

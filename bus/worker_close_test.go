@@ -68,7 +68,7 @@ func TestWorkerCloseUnderLoad(t *testing.T) {
 		return w
 	}
 	w := newW()
-	eventually(t, 30*time.Second, "50 completions", func() bool { return w.Stats().Completed >= 50 })
+	valkeytest.Eventually(t, 30*time.Second, "50 completions", func() bool { return w.Stats().Completed >= 50 })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, w.Close(ctx))
@@ -107,7 +107,7 @@ func TestWorkerCloseDeadline(t *testing.T) {
 		return ctx.Err()
 	}, nil)
 	require.NoError(t, w.Start())
-	eventually(t, 30*time.Second, "8 running handlers", func() bool { return w.Stats().Running == 8 })
+	valkeytest.Eventually(t, 30*time.Second, "8 running handlers", func() bool { return w.Stats().Running == 8 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -152,7 +152,7 @@ func TestWorkerCloseServerStopped(t *testing.T) {
 		return ctx.Err()
 	}, nil)
 	require.NoError(t, w.Start())
-	eventually(t, 30*time.Second, "4 running handlers", func() bool { return w.Stats().Running == 4 })
+	valkeytest.Eventually(t, 30*time.Second, "4 running handlers", func() bool { return w.Stats().Running == 4 })
 
 	require.NoError(t, srv.Stop())
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -169,6 +169,6 @@ func TestWorkerCloseServerStopped(t *testing.T) {
 		bus.MustHandle(w, "block", func(ctx context.Context, task *bus.Task[args]) error { return nil }, nil)
 	})
 	drained(t, b, name, time.Minute)
-	eventually(t, 10*time.Second, "8 completions", func() bool { return w2.Stats().Completed+w.Stats().Completed == 8 })
+	valkeytest.Eventually(t, 10*time.Second, "8 completions", func() bool { return w2.Stats().Completed+w.Stats().Completed == 8 })
 	done.check(t, ids)
 }

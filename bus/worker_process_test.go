@@ -90,7 +90,7 @@ func TestWorkerProcess(t *testing.T) {
 		}
 	}
 	w, err := bus.NewWorker(b, bus.WorkerConfig{
-		Queue: queue, Concurrency: concurrency, Lease: lease, HeartbeatInterval: beat, HousekeepInterval: housekeep,
+		Queue: queue, Concurrency: concurrency, Lease: lease, HousekeepInterval: housekeep,
 		OnEvent: record,
 		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
@@ -101,6 +101,10 @@ func TestWorkerProcess(t *testing.T) {
 		time.Sleep(work)
 		return nil
 	}, nil)
+	if beat != 0 {
+		// Past validation: a beat of 1h with a lease of 1s is a worker that renews nothing.
+		bus.SetHeartbeatInterval(w, beat)
+	}
 	require.NoError(t, w.Start())
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
@@ -229,12 +233,12 @@ func TestWorkerKill(t *testing.T) {
 	// Kill at evenly spaced points of progress, so that every kill lands while jobs run.
 	for k := 1; k <= kills; k++ {
 		threshold := int64(n) - int64(n)*int64(k)/int64(kills+2)
-		eventually(t, 5*time.Minute, fmt.Sprintf("%d jobs left before kill %d", threshold, k), func() bool { return remaining() <= threshold })
+		valkeytest.Eventually(t, 5*time.Minute, fmt.Sprintf("%d jobs left before kill %d", threshold, k), func() bool { return remaining() <= threshold })
 		i := rand.N(workers)
 		procs[i].kill(t)
 		spawn(i)
 	}
-	eventually(t, 5*time.Minute, "the queue to drain", func() bool { return remaining() == 0 })
+	valkeytest.Eventually(t, 5*time.Minute, "the queue to drain", func() bool { return remaining() == 0 })
 	elapsed := time.Since(start)
 	for _, p := range procs {
 		p.stop(t)
@@ -311,7 +315,7 @@ func zombieCase(t *testing.T, env []string, want string) {
 	const lease = time.Second
 	ids := enqueueTasks(t, b, name, "work", 4, "")
 	zombie := startProc(t, srv.Addr, name, "zombie", lease, 3*time.Second, 4, true, env...)
-	eventually(t, time.Minute, "the zombie to hold the 4 jobs", func() bool {
+	valkeytest.Eventually(t, time.Minute, "the zombie to hold the 4 jobs", func() bool {
 		cs, err := b.Counts(ctx, name)
 		require.NoError(t, err)
 		return cs.Active == 4
@@ -328,7 +332,7 @@ func zombieCase(t *testing.T, env []string, want string) {
 
 	// The other worker reaps the expired leases and completes the jobs under token 2.
 	other := startProc(t, srv.Addr, name, "other", lease, 0, 4, true)
-	eventually(t, time.Minute, "the other worker to complete the 4 jobs", func() bool {
+	valkeytest.Eventually(t, time.Minute, "the other worker to complete the 4 jobs", func() bool {
 		return len(logOf("other")) >= 4 && func() bool {
 			cs, err := b.Counts(ctx, name)
 			require.NoError(t, err)
@@ -340,7 +344,7 @@ func zombieCase(t *testing.T, env []string, want string) {
 
 	// Every job gets at least one answer for the zombie.
 	var after []string
-	eventually(t, time.Minute, "the zombie to hear about each job", func() bool {
+	valkeytest.Eventually(t, time.Minute, "the zombie to hear about each job", func() bool {
 		after = logOf("zombie")[before:]
 		heard := map[string]bool{}
 		for _, e := range after {

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -153,7 +154,8 @@ type HandlerOpts struct {
 	// Backoff is the delay before retry number attempt+1 after attempt failed. Default
 	// WorkerConfig.Backoff, else [DefaultBackoff].
 	Backoff func(attempt int64) time.Duration
-	// Lease is what the heartbeat renews this kind's jobs to. Default WorkerConfig.Lease.
+	// Lease is what the heartbeat renews this kind's jobs to; it must be longer than
+	// WorkerConfig.HeartbeatInterval when that is set. Default WorkerConfig.Lease.
 	Lease time.Duration
 	// Timeout caps a handler's total runtime, heartbeats or not: its context is cancelled
 	// (cause [ErrJobTimeout]) and its lease is no longer renewed. Default
@@ -161,6 +163,32 @@ type HandlerOpts struct {
 	Timeout time.Duration
 	// Codec decodes the args. Default WorkerConfig.Codec, else [JSONCodec].
 	Codec Codec
+}
+
+// withDefaults is o with every zero field set to the worker's, cfg with its defaults.
+func (o HandlerOpts) withDefaults(cfg WorkerConfig) HandlerOpts {
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, cfg.MaxAttempts)
+	if o.Backoff == nil {
+		o.Backoff = cfg.Backoff
+	}
+	o.Lease = cmp.Or(o.Lease, cfg.Lease)
+	o.Timeout = cmp.Or(o.Timeout, cfg.JobTimeout) // negative: none
+	if o.Codec == nil {
+		o.Codec = cfg.Codec
+	}
+	return o
+}
+
+// validate refuses the options, with their defaults, of the handler of kind in a worker of
+// cfg.
+func (o HandlerOpts) validate(kind string, cfg WorkerConfig) error {
+	if o.MaxAttempts < 0 || o.Lease < 0 {
+		return fmt.Errorf("%w: handler of kind %s: negative MaxAttempts or Lease", ErrInvalid, kind)
+	}
+	if cfg.HeartbeatInterval > 0 && cfg.HeartbeatInterval >= o.Lease {
+		return fmt.Errorf("%w: handler of kind %s: Lease %v is not longer than the worker's HeartbeatInterval %v: leases would run out between heartbeats", ErrInvalid, kind, o.Lease, cfg.HeartbeatInterval)
+	}
+	return nil
 }
 
 // Handle registers fn as the handler of kind: its args are decoded into T by the kind's

@@ -71,7 +71,7 @@ func enqueueTasks(t *testing.T, b *bus.Bus, queue, kind string, n int, mode stri
 func drained(t *testing.T, b *bus.Bus, queue string, d time.Duration) bus.Counts {
 	t.Helper()
 	var c bus.Counts
-	eventually(t, d, "queue "+queue+" to drain", func() bool {
+	valkeytest.Eventually(t, d, "queue "+queue+" to drain", func() bool {
 		var err error
 		c, err = b.Counts(context.Background(), queue)
 		require.NoError(t, err)
@@ -152,6 +152,122 @@ func TestWorkerConfigErrors(t *testing.T) {
 	require.NoError(t, never.Close(context.Background()), "never started")
 }
 
+// TestWorkerHandlerPanic: a handler's panic is the job's error, a *PanicError naming the
+// kind, and fails the job like a returned error, even when the panic value is a SkipRetry or
+// a Snooze error.
+func TestWorkerHandlerPanic(t *testing.T) {
+	t.Parallel()
+	ctx, _, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	events := make(chan bus.JobEvent, 100)
+	w := startWorker(t, b, bus.WorkerConfig{
+		Queue: name, MaxAttempts: 3, Backoff: func(int64) time.Duration { return time.Millisecond },
+		OnEvent: func(e bus.JobEvent) { events <- e },
+	}, func(w *bus.Worker) {
+		bus.MustHandle(w, "panics", func(ctx context.Context, task *bus.Task[args]) error {
+			if task.Job.Token == 1 {
+				switch task.Args.Mode {
+				case "skip":
+					panic(bus.SkipRetry(errors.New("poison")))
+				case "snooze":
+					panic(bus.Snooze(time.Hour))
+				}
+				panic("boom")
+			}
+			return nil
+		}, nil)
+	})
+	for _, mode := range []string{"boom", "skip", "snooze"} {
+		_, err := bus.EnqueueTask(ctx, b, name, "panics", args{Mode: mode}, nil)
+		require.NoError(t, err)
+	}
+	var retried []bus.JobEvent
+	for completed := 0; completed < 3; {
+		select {
+		case e := <-events:
+			switch e.Type {
+			case bus.JobRetried:
+				retried = append(retried, e)
+			case bus.JobCompleted:
+				completed++
+			case bus.JobDead, bus.JobSnoozed:
+				t.Fatalf("a panic must fail the job: %v %v", e.Type, e.Err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the jobs did not complete")
+		}
+	}
+	require.Len(t, retried, 3)
+	var values []string
+	for _, e := range retried {
+		var pe *bus.PanicError
+		require.ErrorAs(t, e.Err, &pe)
+		require.Equal(t, "bus: handler of kind panics", pe.Where)
+		require.True(t, strings.HasPrefix(e.Err.Error(), "bus: handler of kind panics panicked: "), e.Err.Error())
+		require.Contains(t, string(pe.Stack), "worker_test.go", "the stack is the handler's")
+		values = append(values, fmt.Sprint(pe.Value))
+	}
+	require.Contains(t, values, "boom")
+	s := w.Stats()
+	require.Equal(t, int64(3), s.Retried)
+	require.Zero(t, s.Dead)
+	require.Zero(t, s.Snoozed)
+}
+
+// TestWorkerHeartbeatShorterThanLease: a heartbeat interval that is not shorter than the
+// lease it renews (the worker's, the bus's it defaults to, or a kind's) is refused, naming
+// the fields; a shorter one, or the default, is accepted.
+func TestWorkerHeartbeatShorterThanLease(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, valkeytest.Shared(t).Client(t), bus.Config{Lease: 10 * time.Second})
+	name := uniqueName(t)
+	for _, tc := range []struct {
+		name string
+		cfg  bus.WorkerConfig
+	}{
+		{"equal", bus.WorkerConfig{Queue: name, Lease: time.Second, HeartbeatInterval: time.Second}},
+		{"longer", bus.WorkerConfig{Queue: name, Lease: time.Second, HeartbeatInterval: time.Minute}},
+		{"the bus's lease", bus.WorkerConfig{Queue: name, HeartbeatInterval: 10 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := bus.NewWorker(b, tc.cfg)
+			require.ErrorIs(t, err, bus.ErrInvalid)
+			require.ErrorContains(t, err, "HeartbeatInterval")
+			require.ErrorContains(t, err, "Lease")
+		})
+	}
+
+	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: name, Lease: time.Second, HeartbeatInterval: 300 * time.Millisecond})
+	require.NoError(t, err)
+	noop := func(context.Context, *bus.Task[args]) error { return nil }
+	err = bus.Handle(w, "short", noop, &bus.HandlerOpts{Lease: 300 * time.Millisecond})
+	require.ErrorIs(t, err, bus.ErrInvalid, "a kind's lease no longer than the heartbeat")
+	require.ErrorContains(t, err, "HeartbeatInterval")
+	require.ErrorContains(t, err, "short")
+	require.NoError(t, bus.Handle(w, "long", noop, &bus.HandlerOpts{Lease: time.Minute}))
+	require.NoError(t, bus.Handle(w, "default", noop, nil), "the worker's lease")
+
+	w, err = bus.NewWorker(b, bus.WorkerConfig{Queue: name, Lease: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, bus.Handle(w, "short", noop, &bus.HandlerOpts{Lease: 30 * time.Millisecond}), "the default heartbeat follows the shortest lease")
+}
+
+// TestConfigNamesTheField: a negative field of a Config or a WorkerConfig is refused with
+// its name.
+func TestConfigNamesTheField(t *testing.T) {
+	t.Parallel()
+	c := valkeytest.Shared(t).Client(t)
+	_, err := bus.New(c, bus.Config{UniqueTTL: -time.Second})
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	require.ErrorContains(t, err, "UniqueTTL")
+	b, err := bus.New(c, bus.Config{MaxAttempts: -1, PromoteLimit: -1})
+	require.NoError(t, err, "negative MaxAttempts and PromoteLimit mean none")
+	_, err = bus.NewWorker(b, bus.WorkerConfig{Queue: "q", WakeTimeout: -time.Second})
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	require.ErrorContains(t, err, "WakeTimeout")
+	_, err = bus.NewWorker(b, bus.WorkerConfig{Queue: "q", JobTimeout: -1, HousekeepInterval: -1})
+	require.NoError(t, err, "negative JobTimeout and HousekeepInterval mean none")
+}
+
 // TestWorkerOutcomes: each way a handler can end lands the job where it should, with the
 // counters and events to match.
 func TestWorkerOutcomes(t *testing.T) {
@@ -229,7 +345,7 @@ func TestWorkerOutcomes(t *testing.T) {
 		require.NoError(t, err)
 
 		counts := drained(t, b, name, 30*time.Second)
-		eventually(t, 10*time.Second, "the last replies", func() bool { s := w.Stats(); return s.Completed+s.Dead == 10 })
+		valkeytest.Eventually(t, 10*time.Second, "the last replies", func() bool { s := w.Stats(); return s.Completed+s.Dead == 10 })
 		// Dead: always (3 attempts), skip, no envelope, unknown kind (3 attempts), bad args.
 		require.Equal(t, int64(5), counts.Dead)
 		s := w.Stats()
@@ -284,7 +400,7 @@ func TestWorkerConcurrencyBound(t *testing.T) {
 	})
 	enqueueTasks(t, b, name, "slow", 200, "")
 	drained(t, b, name, time.Minute)
-	eventually(t, 10*time.Second, "200 completions", func() bool { return w.Stats().Completed == 200 })
+	valkeytest.Eventually(t, 10*time.Second, "200 completions", func() bool { return w.Stats().Completed == 200 })
 	require.Equal(t, int64(8), peak.Load(), "at most 8 at once, and the bound was reached")
 	mu.Lock()
 	defer mu.Unlock()
@@ -366,8 +482,14 @@ func TestWorkerIdleCommands(t *testing.T) {
 		}
 		return by
 	}
-	eventually(t, 10*time.Second, "the first claim", func() bool { by := calls(); return by["evalsha"]+by["eval"] > 0 })
-	time.Sleep(time.Second) // let the start settle: the first claim, schedule read, housekeeping
+	valkeytest.Eventually(t, 10*time.Second, "the first claim", func() bool { by := calls(); return by["evalsha"]+by["eval"] > 0 })
+	// The start has settled (the first claim, schedule read and housekeeping answered) when
+	// the worker blocks on the wake list.
+	valkeytest.Eventually(t, 10*time.Second, "the worker to block on the wake list", func() bool {
+		list, err := srv.Do(context.Background(), "CLIENT", "LIST", "TYPE", "normal")
+		require.NoError(t, err)
+		return strings.Contains(list, "cmd=blpop")
+	})
 	const window = 6 * time.Second
 	before := calls()
 	time.Sleep(window) // the quantity measured is what happens over time while idle
@@ -467,7 +589,7 @@ func TestWorkerHeartbeat(t *testing.T) {
 	}
 	close(stopReaper)
 	require.Zero(t, <-reaped, "the outside reaper found no expired lease")
-	eventually(t, 10*time.Second, "the complete", func() bool { return w.Stats().Completed == 1 })
+	valkeytest.Eventually(t, 10*time.Second, "the complete", func() bool { return w.Stats().Completed == 1 })
 	s := w.Stats()
 	require.Equal(t, int64(1), s.Claimed)
 	require.Zero(t, s.LeaseLost)
@@ -505,7 +627,7 @@ func TestWorkerLeaseLost(t *testing.T) {
 	}
 	// Expire the lease in the server's own index and reap it, as a reaper would after a
 	// missed heartbeat. The heartbeat may renew the deadline between the two: try again.
-	eventually(t, 10*time.Second, "the job to be reaped", func() bool {
+	valkeytest.Eventually(t, 10*time.Second, "the job to be reaped", func() bool {
 		require.NoError(t, c.Do(ctx, c.B().Zadd().Key(q.Active()).Xx().ScoreMember().ScoreMember(0, e.ID.String()).Build()).Error())
 		r, err := b.Reap(ctx, name, nil)
 		require.NoError(t, err)
@@ -517,7 +639,7 @@ func TestWorkerLeaseLost(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler's context was not cancelled")
 	}
-	eventually(t, 10*time.Second, "the second run to complete", func() bool { return w.Stats().Completed == 1 })
+	valkeytest.Eventually(t, 10*time.Second, "the second run to complete", func() bool { return w.Stats().Completed == 1 })
 	s := w.Stats()
 	require.Equal(t, int64(1), s.LeaseLost)
 	require.Equal(t, int64(2), s.Claimed)
@@ -550,7 +672,7 @@ func TestWorkerTimeout(t *testing.T) {
 	}
 	counts := drained(t, b, name, 10*time.Second)
 	require.Equal(t, int64(1), counts.Dead, "two attempts, then dead")
-	eventually(t, 10*time.Second, "the counters", func() bool { s := w.Stats(); return s.Retried == 1 && s.Dead == 1 })
+	valkeytest.Eventually(t, 10*time.Second, "the counters", func() bool { s := w.Stats(); return s.Retried == 1 && s.Dead == 1 })
 }
 
 // TestCompleteMany: one call retires several jobs, each fenced by its own token; bad input
@@ -625,7 +747,7 @@ func TestWorkerCodecAndLog(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the handler did not run")
 	}
-	eventually(t, 10*time.Second, "the dead job's log line", func() bool {
+	valkeytest.Eventually(t, 10*time.Second, "the dead job's log line", func() bool {
 		logMu.Lock()
 		defer logMu.Unlock()
 		return strings.Contains(logBuf.String(), "level=ERROR msg=\"bus: job dead\" queue="+name+" job="+e.ID.String()+" kind=shout token=1 err=\"bus: skip retries: poison\"")

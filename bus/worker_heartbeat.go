@@ -1,0 +1,112 @@
+package bus
+
+import (
+	"time"
+
+	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
+)
+
+// The heartbeat: one batched extend renews every lease the worker holds, and a lease the
+// extend finds lost cancels its handler.
+
+// leaseGroup is the jobs of one extend: one lease length, each job id once.
+type leaseGroup struct {
+	lease time.Duration
+	held  []*inflight
+	ids   map[keys.JobID]*inflight
+}
+
+// extendSteps renew the lease of every running handler's job (not of those whose outcome is
+// being sent, nor of those past their timeout), one extend per lease length: one in all
+// unless kinds name their own leases.
+func (l *loop) extendSteps() []step {
+	groups := l.leaseGroups(time.Now())
+	steps := make([]step, len(groups))
+	for i, g := range groups {
+		steps[i] = l.extendStep(g)
+	}
+	return steps
+}
+
+// leaseGroups sorts the renewable held jobs by lease length. A job held twice (reaped, then
+// claimed again by this worker) goes to a group of its own, since the reply names lost jobs
+// by id only.
+func (l *loop) leaseGroups(now time.Time) []*leaseGroup {
+	var groups []*leaseGroup
+	for r := range l.held {
+		if r.lost || r.returned || r.timedOut(now) {
+			continue
+		}
+		var g *leaseGroup
+		for _, c := range groups {
+			if c.lease == r.lease && c.ids[r.job.ID] == nil {
+				g = c
+				break
+			}
+		}
+		if g == nil {
+			g = &leaseGroup{lease: r.lease, ids: map[keys.JobID]*inflight{}}
+			groups = append(groups, g)
+		}
+		g.held = append(g.held, r)
+		g.ids[r.job.ID] = r
+	}
+	return groups
+}
+
+// extendStep renews the leases of g's jobs. A reply it cannot read is logged as
+// [ErrProtocol]; the leases are then renewed again at the next heartbeat.
+func (l *loop) extendStep(g *leaseGroup) step {
+	w := l.w
+	jobs := make([]Job, len(g.held))
+	args := make([]string, 1, 1+2*len(g.held))
+	args[0] = itoa(msCeil(g.lease))
+	for i, r := range g.held {
+		jobs[i] = r.job
+		args = append(args, r.job.ID.String(), itoa(r.job.Token))
+	}
+	return step{lua.Run{Script: scExtend, Keys: w.kExtend, Args: args}, func(res result) bool {
+		if res.err != nil {
+			w.log.Error("bus: worker: heartbeat", "err", errorFor(call{op: "extend", queue: w.q.Name()}, res.err))
+			return !transient(res.err)
+		}
+		_, lost, err := extendReply(w.q.Name(), jobs, res.msg)
+		if err != nil {
+			w.log.Error("bus: worker: heartbeat", "err", err)
+			return true
+		}
+		l.extended(g, lost)
+		return true
+	}}
+}
+
+// extended applies one extend's reply: each lost lease cancels its handler; the other jobs
+// were renewed.
+func (l *loop) extended(g *leaseGroup, lost []*StaleError) {
+	gone := make(map[keys.JobID]bool, len(lost))
+	for _, e := range lost {
+		gone[e.ID] = true
+		if r := g.ids[e.ID]; r != nil && !r.lost {
+			l.lostLease(r, e)
+		}
+	}
+	for _, r := range g.held {
+		if !gone[r.job.ID] {
+			l.w.emit(JobEvent{Type: JobExtended, Job: r.job, Kind: r.kind})
+		}
+	}
+}
+
+// lostLease cancels the handler of a job whose lease a heartbeat found lost (cause
+// [ErrLeaseLost]); its outcome will not be sent.
+func (l *loop) lostLease(r *inflight, e *StaleError) {
+	r.lost = true
+	// Count it before the handler can see it: a caller that learns of the loss from the
+	// handler's context finds it in Stats already.
+	l.w.emit(JobEvent{Type: JobLeaseLost, Job: r.job, Kind: r.kind, Err: e})
+	r.cancel(ErrLeaseLost)
+	if r.returned {
+		delete(l.held, r)
+	}
+}
