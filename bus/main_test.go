@@ -144,12 +144,6 @@ func score(t *testing.T, c valkey.Client, key string, id keys.JobID) (int64, boo
 	return int64(f), true
 }
 
-// eventually is valkeytest.Eventually, the one polling helper, under the name the pub/sub
-// tests still use; every other test calls valkeytest.Eventually.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	valkeytest.Eventually(t, d, what, cond)
-}
 
 func payloads(n int, prefix string) []bus.NewJob {
 	out := make([]bus.NewJob, n)

@@ -1,7 +1,5 @@
 package topic
 
-import "time"
-
 // Queued reports what a subscription holds for its handler: queued messages, and the drops
 // recorded by an Overflow event still queued. Tests use it to wait for a state instead of
 // sleeping.
@@ -16,8 +14,3 @@ func (s *Subscription) Queued() (messages, dropped int) {
 	}
 	return q.messages, dropped
 }
-
-// SetHeartbeatInterval sets w's heartbeat interval past the validation of NewWorker and of
-// the registrations; call it before Start. The drills use an interval longer than the lease
-// to get a worker that renews nothing.
-func SetHeartbeatInterval(w *Worker, d time.Duration) { w.cfg.HeartbeatInterval = d }
