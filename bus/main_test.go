@@ -143,7 +143,6 @@ func score(t *testing.T, c valkey.Client, key string, id keys.JobID) (int64, boo
 	return int64(f), true
 }
 
-
 func payloads(n int, prefix string) []bus.NewJob {
 	out := make([]bus.NewJob, n)
 	for i := range out {
