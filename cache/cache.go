@@ -1,10 +1,9 @@
 package cache
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,8 @@ import (
 	"github.com/echocache/echocache/tables"
 )
 
-// Config configures a [Cache]. The zero Config is valid.
+// Config configures a [Cache]. The zero Config is valid: a zero field means the default
+// written beside it.
 type Config struct {
 	// Logger receives what cannot be returned to a caller: failed background early
 	// refreshes, and L2 writes that failed after a load succeeded (the caller got its
@@ -24,7 +24,7 @@ type Config struct {
 
 	// ReconcileInterval is how often the cache reads every table's coherence record and
 	// flushes the tables whose sequence moved past the invalidations it received: the bound
-	// on how long a lost invalidation can leave a value stale. Default
+	// on how long a lost invalidation can leave a value stale. At least 10 ms. Default
 	// DefaultReconcileInterval (5 seconds).
 	ReconcileInterval time.Duration
 
@@ -36,8 +36,48 @@ type Config struct {
 
 	// SubscribeBuffer is how many invalidation messages may wait for the subscriber before
 	// it drops them; a drop flushes every table's L1, never silently. Default
-	// bus.DefaultSubscribeBuffer.
+	// DefaultSubscribeBuffer (1024).
 	SubscribeBuffer int
+}
+
+// The defaults a zero [Config] field stands for.
+const (
+	DefaultReconcileInterval = 5 * time.Second
+	DefaultSubscribeTimeout  = 5 * time.Second
+	DefaultSubscribeBuffer   = 1024
+)
+
+// minReconcileInterval is the shortest ReconcileInterval: each reconcile is a round trip
+// per slot, and its grace for messages in flight is at least 20 ms.
+const minReconcileInterval = 10 * time.Millisecond
+
+// discard is the default Logger.
+var discard = slog.New(slog.DiscardHandler)
+
+// withDefaults returns c with every zero field replaced by its default.
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, discard)
+	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, DefaultReconcileInterval)
+	c.SubscribeTimeout = cmp.Or(c.SubscribeTimeout, DefaultSubscribeTimeout)
+	c.SubscribeBuffer = cmp.Or(c.SubscribeBuffer, DefaultSubscribeBuffer)
+	return c
+}
+
+// validate checks a Config with its defaults filled in. The error wraps [ErrInvalid] and
+// names the field.
+func (c Config) validate() error {
+	bad := func(field string, v any, rule string) error {
+		return fmt.Errorf("%w: Config.%s is %v; %s", ErrInvalid, field, v, rule)
+	}
+	switch {
+	case c.ReconcileInterval < minReconcileInterval:
+		return bad("ReconcileInterval", c.ReconcileInterval, "at least 10ms, or 0 for the default")
+	case c.SubscribeTimeout < 0:
+		return bad("SubscribeTimeout", c.SubscribeTimeout, "must not be negative")
+	case c.SubscribeBuffer < 0:
+		return bad("SubscribeBuffer", c.SubscribeBuffer, "must not be negative")
+	}
+	return nil
 }
 
 // Cache is one near-cache over one Valkey client: it owns the table declarations, every
@@ -82,22 +122,16 @@ type tableCore interface {
 // since every key of one table shares one slot.
 func New(client valkey.Client, cfg Config) (*Cache, error) {
 	if client == nil {
-		return nil, errors.New("cache: New: nil valkey client")
+		return nil, fmt.Errorf("%w: New: nil valkey client", ErrInvalid)
 	}
-	if cfg.ReconcileInterval < 0 || cfg.SubscribeTimeout < 0 || cfg.SubscribeBuffer < 0 {
-		return nil, errors.New("cache: New: ReconcileInterval, SubscribeTimeout and SubscribeBuffer must not be negative")
-	}
-	if cfg.ReconcileInterval > 0 && cfg.ReconcileInterval < 10*time.Millisecond {
-		return nil, errors.New("cache: New: ReconcileInterval must be at least 10ms")
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		client:  client,
-		log:     log,
+		log:     cfg.Logger,
 		clk:     newClock(),
 		closing: ctx,
 		cancel:  cancel,

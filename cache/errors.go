@@ -13,6 +13,10 @@ var (
 	// ErrClosed is returned by calls on a closed [Cache] or its tables.
 	ErrClosed = errors.New("cache: closed")
 
+	// ErrInvalid is wrapped by errors about a [Config] or an argument that is not valid;
+	// the text names the field. Nothing was done.
+	ErrInvalid = errors.New("cache: invalid")
+
 	// ErrLoaderTimeout matches (errors.Is) a [LoadError] whose loader ran past the table's
 	// LoaderTimeout.
 	ErrLoaderTimeout = errors.New("cache: loader timeout")

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -168,10 +167,10 @@ type Stats struct {
 // [tables.Registry.Declare]).
 func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *TableOpts[K, V]) (*Table[K, V], error) {
 	if c == nil {
-		return nil, errors.New("cache: NewTable: nil *Cache")
+		return nil, fmt.Errorf("%w: NewTable: nil *Cache", ErrInvalid)
 	}
 	if load == nil {
-		return nil, fmt.Errorf("cache: NewTable %s: nil loader", spec.Name)
+		return nil, fmt.Errorf("%w: NewTable %s: nil loader", ErrInvalid, spec.Name)
 	}
 	t := &Table[K, V]{
 		clk:        c.clk,
