@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -570,6 +571,21 @@ func TestNewTableErrors(t *testing.T) {
 	other := newCache(t, targets[0].client(t))
 	_, err = cache.NewTable(other, tables.Spec{Name: name}, src.load, nil)
 	require.NoError(t, err, "declarations belong to their cache object")
+}
+
+// TestNewTableL1MaxEntriesBound: an L1MaxEntries whose counter sizing would overflow is
+// refused by NewTable with an error, where ristretto would panic or refuse obscurely.
+func TestNewTableL1MaxEntriesBound(t *testing.T) {
+	t.Parallel()
+	c := newCache(t, targets[0].client(t))
+	src := &source{}
+	for _, n := range []int64{tables.MaxL1MaxEntries + 1, 1 << 59, math.MaxInt64} {
+		_, err := cache.NewTable(c, tables.Spec{Name: tableName(t), L1MaxEntries: n}, src.load, nil)
+		require.ErrorIs(t, err, tables.ErrInvalidSpec, "%d", n)
+		require.ErrorContains(t, err, "L1MaxEntries")
+		require.ErrorContains(t, err, strconv.FormatInt(tables.MaxL1MaxEntries, 10))
+	}
+	require.Empty(t, c.Tables())
 }
 
 // TestClosed: after Close, reads that need the network and new tables answer ErrClosed.

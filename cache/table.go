@@ -190,8 +190,8 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 		t.decl, t.spec = decl, decl.Spec
 		if t.spec.L1Enabled() {
 			l1, err := ristretto.NewCache(&ristretto.Config[K, *entry[V]]{
-				NumCounters:        10 * t.spec.L1MaxEntries, // ristretto's advice: 10x the entries
-				MaxCost:            t.spec.L1MaxEntries,      // every entry costs 1
+				NumCounters:        tables.L1CountersPerEntry * t.spec.L1MaxEntries, // bounded by tables.MaxL1MaxEntries
+				MaxCost:            t.spec.L1MaxEntries,                             // every entry costs 1
 				BufferItems:        64,
 				IgnoreInternalCost: true,
 				KeyToHash:          t.ops.hash,
