@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 	"time"
+
+	"github.com/echocache/echocache/internal/panics"
 )
 
 // fill is the part of a miss that may call the loader. Inside the process it is
@@ -44,7 +45,7 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		// A panic here (a codec, a bug) must not reach singleflight's DoChan, which would
 		// re-panic it in a fresh goroutine and take the process down.
 		if p := recover(); p != nil {
-			err = &PanicError{Value: p, Stack: debug.Stack()}
+			err = panics.New("cache: fill of table "+t.spec.Name, p)
 		}
 	}()
 	// Long enough to wait out one lease and then load.
@@ -179,7 +180,7 @@ func (t *Table[K, V]) callLoader(ctx context.Context, id K, idStr string) (V, ti
 	lctx, cancel := context.WithTimeout(ctx, t.spec.LoaderTimeout)
 	defer cancel()
 	start := t.clk.precise()
-	v, err := protect(func() (V, error) { return t.load(lctx, id) })
+	v, err := protect("loader of table "+t.spec.Name, func() (V, error) { return t.load(lctx, id) })
 	delta := time.Duration(t.clk.precise() - start)
 	t.countLoad(delta, err)
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -197,11 +198,12 @@ func (t *Table[K, V]) countLoad(delta time.Duration, err error) {
 	}
 }
 
-// protect calls f, turning a panic into a *PanicError with the panicking goroutine's stack.
-func protect[T any](f func() (T, error)) (v T, err error) {
+// protect calls f, turning a panic into a *PanicError with the panicking goroutine's stack;
+// where names what f is.
+func protect[T any](where string, f func() (T, error)) (v T, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &PanicError{Value: p, Stack: debug.Stack()}
+			err = panics.New(where, p)
 		}
 	}()
 	return f()
