@@ -159,10 +159,9 @@ func leaseReply(key string, r valkey.ValkeyResult) (acquired bool, cur string, e
 	return !exists, cur, nil
 }
 
-// tryLease writes a fill lease on an absent row.
-func (c *Cache) tryLease(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	ok, _, err := leaseReply(key, c.client.Do(ctx, c.leaseCmd(key, leaseRow(token), ttl)))
-	return ok, err
+// tryLease writes a fill lease on an absent row; when a row was there, cur is that row.
+func (c *Cache) tryLease(ctx context.Context, key, token string, ttl time.Duration) (acquired bool, cur string, err error) {
+	return leaseReply(key, c.client.Do(ctx, c.leaseCmd(key, leaseRow(token), ttl)))
 }
 
 // reclaim replaces the unreadable row cur with a fill lease, if the row is still cur.

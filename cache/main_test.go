@@ -202,6 +202,20 @@ func (c *countingClient) reset() {
 	c.mu.Unlock()
 }
 
+// firstTrip is the index of the first round trip that carried cmd, -1 if none did.
+func (c *countingClient) firstTrip(cmd string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, trip := range c.trips {
+		for _, name := range trip {
+			if name == cmd {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // tripsWith counts round trips that carried cmd, and how many cmd they carried in all.
 func (c *countingClient) tripsWith(cmd string) (trips, total int) {
 	c.mu.Lock()

@@ -68,7 +68,7 @@ type Table[K ID, V any] struct {
 	cs *tableState // coherence: set once at declaration
 
 	// hooks for tests; nil in production.
-	hookAfterRead     func(id string) // after a fill's L2 read, before it acts on it
+	hookAfterRead     func(id string) // after each L2 read a fill acts on (the miss's, a lease reply, its own), before it acts
 	hookJoined        func(id string) // after a caller joined (or started) a fill
 	hookBeforeInstall func(id string) // after an L2 reply (or a load), before the L1 install
 }
@@ -307,7 +307,8 @@ func (t *Table[K, V]) l1Lookup(id K) (*entry[V], bool) {
 	return e, true
 }
 
-// get is the miss path of Get: read the L2 row, install what it holds, or go to a fill.
+// get is the miss path of Get: read the L2 row, install what it holds, or go to a fill
+// that acts on the same read.
 func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	var zero V
 	idStr := t.ops.format(id)
@@ -329,7 +330,10 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 			return v, TierL2, err
 		}
 	}
-	v, err := t.fill(ctx, id, idStr, key)
+	// The fill starts from this read (no row, a lease, bytes to reclaim): g was read before
+	// it, so an invalidation since then refuses the fill's install as it would this one's.
+	rd := fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, sent: sent}
+	v, err := t.fill(ctx, id, idStr, key, rd)
 	return v, TierFill, err
 }
 
