@@ -93,11 +93,11 @@ type Cache struct {
 	closing context.Context
 	cancel  context.CancelFunc
 
-	mu     sync.RWMutex // guards closed, tables, and work.Add against Close
+	mu     sync.RWMutex // guards closed, cores, and work.Add against Close
 	closed bool
-	done   atomic.Bool // closed, for the lock-free check on the miss path
-	tables map[string]tableCore
-	work   sync.WaitGroup // fills and refreshes in flight
+	done   atomic.Bool          // closed, for the lock-free check on the miss path
+	cores  map[string]tableCore // the declared tables, by name
+	work   sync.WaitGroup       // fills and refreshes in flight
 
 	coh *coherence
 }
@@ -135,12 +135,12 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 		clk:     newClock(),
 		closing: ctx,
 		cancel:  cancel,
-		tables:  make(map[string]tableCore),
+		cores:   make(map[string]tableCore),
 	}
 	coh, err := newCoherence(c, cfg)
 	if err != nil {
 		cancel()
-		c.clk.close()
+		c.clk.stopTicking()
 		return nil, fmt.Errorf("cache: New: %w", err)
 	}
 	c.coh = coh
@@ -167,11 +167,11 @@ func (c *Cache) Close() {
 	// closed is set: no install, drop or flush starts any more, and none is under way
 	// (they hold the read lock), so the L1s can be closed.
 	c.mu.RLock()
-	for _, t := range c.tables {
+	for _, t := range c.cores {
 		t.closeL1()
 	}
 	c.mu.RUnlock()
-	c.clk.close()
+	c.clk.stopTicking()
 }
 
 // Tables returns the declared tables, sorted by name.
@@ -181,8 +181,8 @@ func (c *Cache) Tables() []tables.Table { return c.reg.All() }
 func (c *Cache) Stats() map[string]Stats {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make(map[string]Stats, len(c.tables))
-	for name, t := range c.tables {
+	out := make(map[string]Stats, len(c.cores))
+	for name, t := range c.cores {
 		out[name] = t.stats()
 	}
 	return out
@@ -213,7 +213,7 @@ func (c *Cache) register(spec tables.Spec, build func(tables.Table) (tableCore, 
 		c.reg.Forget(decl.Spec.Name)
 		return nil, ErrClosed
 	}
-	c.tables[decl.Spec.Name] = t
+	c.cores[decl.Spec.Name] = t
 	t.attach(c.coh.add(decl.Keys, t))
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.closing, c.coh.subWait)

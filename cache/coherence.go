@@ -187,7 +187,7 @@ func (co *coherence) readRecords(ctx context.Context, tss []*tableState) ([]reco
 	for i, ts := range tss {
 		recordKeys[i] = ts.keys.Record()
 	}
-	return co.c.readRecords(ctx, recordKeys)
+	return co.c.fetchRecords(ctx, recordKeys)
 }
 
 // handle runs on the subscription's delivery goroutine, never on the connection's reader:

@@ -39,8 +39,8 @@ func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fill
 // the request (the base of the L1 deadline).
 type fillRead struct {
 	rowRead
-	g    gen
-	sent int64
+	g      gen
+	readAt int64
 }
 
 // fillFlight is one fill of id, starting from the read rd: a value or not-found ends it;
@@ -75,7 +75,7 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		if rd.exists {
 			r = parseRow(rd.val)
 		}
-		if v, err, done := t.fromRow(ctx, id, key, rd.g, r, rd.ttl, rd.sent); done {
+		if v, err, done := t.fromRow(ctx, id, key, rd.g, r, rd.ttl, rd.readAt); done {
 			if err != nil {
 				return nil, err
 			}
@@ -132,7 +132,7 @@ func (t *Table[K, V]) readForFill(ctx context.Context, key string, stripe uint32
 	g := t.gens.read(stripe) // before the read: an invalidation after this refuses the install
 	sent := t.clk.precise()
 	val, exists, ttl, err := t.c.readRow(ctx, key, true)
-	return fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, sent: sent}, err
+	return fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, readAt: sent}, err
 }
 
 // blockedBy makes a read of cur, the row that kept this filler's SET NX from landing: the row
@@ -143,9 +143,9 @@ func (t *Table[K, V]) readForFill(ctx context.Context, key string, stripe uint32
 // g, read before the read that found no row, is older than the reply, so an invalidation
 // since then still refuses the install.
 func (t *Table[K, V]) blockedBy(ctx context.Context, key string, g gen, sent int64, cur string) (fillRead, error) {
-	rd := fillRead{rowRead: rowRead{val: cur, exists: true, ttl: pttlUnread}, g: g, sent: sent}
+	rd := fillRead{rowRead: rowRead{val: cur, exists: true, ttl: pttlUnread}, g: g, readAt: sent}
 	if k := parseRow(cur).kind; t.needTTL() && (k == rowValue || k == rowNotFound) {
-		n, err := t.c.pttl(ctx, key)
+		n, err := t.c.readPTTL(ctx, key)
 		if err != nil {
 			return rd, err
 		}
@@ -185,7 +185,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		case !written:
 			t.st.fillsRefused.Add(1)
 		default:
-			t.install(id, g, t.newEntry(v, false, sent, pttl(ms(px)), delta, token))
+			t.install(id, g, t.newEntry(v, false, sent, pttl(pxMillis(px)), delta, token))
 		}
 		return &v, nil
 	case errors.Is(err, ErrNotFound):
@@ -203,7 +203,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 			t.st.fillsRefused.Add(1)
 		default:
 			var zero V
-			t.install(id, g, t.newEntry(zero, true, sent, pttl(ms(px)), delta, ""))
+			t.install(id, g, t.newEntry(zero, true, sent, pttl(pxMillis(px)), delta, ""))
 		}
 		return nil, ErrNotFound
 	default:
@@ -214,7 +214,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 
 // wallExpiry is when a row written now with px expires, in unix ms by this host's clock: the
 // hint readers without the row's PTTL use (see row.go).
-func wallExpiry(px time.Duration) int64 { return time.Now().UnixMilli() + ms(px) }
+func wallExpiry(px time.Duration) int64 { return time.Now().UnixMilli() + pxMillis(px) }
 
 // release gives a lease (or refresh claim) back, best effort: if it fails, the lease expires.
 func (t *Table[K, V]) release(ctx context.Context, key, token string) {

@@ -193,7 +193,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		case !written[j]:
 			t.st.fillsRefused.Add(1)
 		default:
-			t.install(rest[i], gens[i], t.newEntry(res.v, !res.found, wsent, pttl(ms(pxs[j])), res.delta, token))
+			t.install(rest[i], gens[i], t.newEntry(res.v, !res.found, wsent, pttl(pxMillis(pxs[j])), res.delta, token))
 		}
 	}
 	return raced, errors.Join(append(errs, lerr)...)
