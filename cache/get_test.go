@@ -15,6 +15,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/tables"
 )
@@ -168,7 +169,7 @@ func TestNegativeCaching(t *testing.T) {
 		require.Equal(t, int64(1), src.calls.Load(), "no loader call while the not-found row lives")
 		require.Zero(t, st.LoadErrors, "not found is an answer, not a failure")
 
-		waitFor(t, "the not-found row to expire", 5*time.Second, func() bool { return pttlOf(t, client, key) == -2 })
+		valkeytest.Eventually(t, 5*time.Second, "the not-found row to expire", func() bool { return pttlOf(t, client, key) == -2 })
 		_, err = tbl.Get(ctx, "ghost")
 		require.ErrorIs(t, err, cache.ErrNotFound)
 		require.Equal(t, int64(2), src.calls.Load(), "the loader is asked again once the row expired")
@@ -417,7 +418,7 @@ func TestL1NeverOutlivesRow(t *testing.T) {
 
 		_, err := writer.Get(ctx, "k")
 		require.NoError(t, err)
-		waitFor(t, "the row to age", 5*time.Second, func() bool { return pttlOf(t, client, key) < 400 })
+		valkeytest.Eventually(t, 5*time.Second, "the row to age", func() bool { return pttlOf(t, client, key) < 400 })
 		_, err = reader.Get(ctx, "k")
 		require.NoError(t, err)
 		require.Equal(t, int64(1), reader.Stats().L2Hits)
@@ -426,7 +427,7 @@ func TestL1NeverOutlivesRow(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), reader.Stats().L1Hits, "L1 holds it while the row lives")
 
-		waitFor(t, "the row to expire", 5*time.Second, func() bool { return pttlOf(t, client, key) == -2 })
+		valkeytest.Eventually(t, 5*time.Second, "the row to expire", func() bool { return pttlOf(t, client, key) == -2 })
 		_, err = reader.Get(ctx, "k")
 		require.NoError(t, err)
 		require.Equal(t, int64(1), reader.Stats().L1Hits, "no L1 hit once the row is gone")
@@ -668,7 +669,7 @@ func TestForgetUnderLoad(t *testing.T) {
 		}
 	})
 	// Run until every kind of event has happened many times over, however slow the machine.
-	waitFor(t, "hits from both tiers across many flushes", 30*time.Second, func() bool {
+	valkeytest.Eventually(t, 30*time.Second, "hits from both tiers across many flushes", func() bool {
 		st := tbl.Stats()
 		return st.L1Hits > 1000 && st.L2Hits > 100 && flushes.Load() > 50 || t.Failed()
 	})
