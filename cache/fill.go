@@ -84,7 +84,7 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		token := newToken()
 		var acquired bool
 		var cur string
-		sent := t.clk.precise()
+		leaseSent := t.clk.precise()
 		switch r.kind {
 		case rowLease:
 			if !waited {
@@ -115,7 +115,7 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		}
 		if r.kind == rowAbsent {
 			// Another filler got there first: SET NX GET answered the row it left.
-			rd, err = t.blockedBy(ctx, key, rd.g, sent, cur)
+			rd, err = t.blockedBy(ctx, key, rd.g, leaseSent, cur)
 		} else {
 			// The unreadable row changed before cache_reclaim ran: read what replaced it.
 			rd, err = t.readForFill(ctx, key, stripe)
