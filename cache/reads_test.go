@@ -54,8 +54,8 @@ func TestLeaseReplyIsARead(t *testing.T) {
 		check func(t *testing.T, client *countingClient, tbl *cache.Table[string, user], src *source, key string)
 	}{
 		{"value", func(client valkey.Client, key string) valkey.Completed {
-			row := cache.ValueRow("otherfiller12345", time.Millisecond, time.Now().Add(300*time.Millisecond).UnixMilli(), payload)
-			return client.B().Set().Key(key).Value(row).Px(300 * time.Millisecond).Build()
+			row := cache.ValueRow("otherfiller12345", time.Millisecond, time.Now().Add(time.Second).UnixMilli(), payload)
+			return client.B().Set().Key(key).Value(row).Px(time.Second).Build()
 		}, func(t *testing.T, client *countingClient, tbl *cache.Table[string, user], src *source, key string) {
 			u, err := tbl.Get(context.Background(), "k")
 			require.NoError(t, err)
