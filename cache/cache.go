@@ -1,10 +1,9 @@
 package cache
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -13,9 +12,11 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/tables"
+	"github.com/echocache/echocache/topic"
 )
 
-// Config configures a [Cache]. The zero Config is valid.
+// Config configures a [Cache]. The zero Config is valid: a zero field means the default
+// written beside it.
 type Config struct {
 	// Logger receives what cannot be returned to a caller: failed background early
 	// refreshes, and L2 writes that failed after a load succeeded (the caller got its
@@ -24,7 +25,7 @@ type Config struct {
 
 	// ReconcileInterval is how often the cache reads every table's coherence record and
 	// flushes the tables whose sequence moved past the invalidations it received: the bound
-	// on how long a lost invalidation can leave a value stale. Default
+	// on how long a lost invalidation can leave a value stale. At least 10 ms. Default
 	// DefaultReconcileInterval (5 seconds).
 	ReconcileInterval time.Duration
 
@@ -36,8 +37,48 @@ type Config struct {
 
 	// SubscribeBuffer is how many invalidation messages may wait for the subscriber before
 	// it drops them; a drop flushes every table's L1, never silently. Default 1024
-	// (topic.DefaultSubscribeBuffer).
+	// ([DefaultSubscribeBuffer]).
 	SubscribeBuffer int
+}
+
+// The defaults a zero [Config] field stands for.
+const (
+	DefaultReconcileInterval = 5 * time.Second
+	DefaultSubscribeTimeout  = 5 * time.Second
+	DefaultSubscribeBuffer   = topic.DefaultSubscribeBuffer
+)
+
+// minReconcileInterval is the shortest ReconcileInterval: each reconcile is a round trip
+// per slot, and its grace for messages in flight is at least 20 ms.
+const minReconcileInterval = 10 * time.Millisecond
+
+// discard is the default Logger.
+var discard = slog.New(slog.DiscardHandler)
+
+// withDefaults returns c with every zero field replaced by its default.
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, discard)
+	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, DefaultReconcileInterval)
+	c.SubscribeTimeout = cmp.Or(c.SubscribeTimeout, DefaultSubscribeTimeout)
+	c.SubscribeBuffer = cmp.Or(c.SubscribeBuffer, DefaultSubscribeBuffer)
+	return c
+}
+
+// validate checks a Config with its defaults filled in. The error wraps [ErrInvalid] and
+// names the field.
+func (c Config) validate() error {
+	bad := func(field string, v any, rule string) error {
+		return fmt.Errorf("%w: Config.%s is %v; %s", ErrInvalid, field, v, rule)
+	}
+	switch {
+	case c.ReconcileInterval < minReconcileInterval:
+		return bad("ReconcileInterval", c.ReconcileInterval, "at least 10ms, or 0 for the default")
+	case c.SubscribeTimeout < 0:
+		return bad("SubscribeTimeout", c.SubscribeTimeout, "must not be negative")
+	case c.SubscribeBuffer < 0:
+		return bad("SubscribeBuffer", c.SubscribeBuffer, "must not be negative")
+	}
+	return nil
 }
 
 // Cache is one near-cache over one Valkey client: it owns the table declarations, every
@@ -53,11 +94,11 @@ type Cache struct {
 	closing context.Context
 	cancel  context.CancelFunc
 
-	mu     sync.RWMutex // guards closed, tables, and work.Add against Close
+	mu     sync.RWMutex // guards closed, cores, and work.Add against Close
 	closed bool
-	done   atomic.Bool // closed, for the lock-free check on the miss path
-	tables map[string]tableCore
-	work   sync.WaitGroup // fills and refreshes in flight
+	done   atomic.Bool          // closed, for the lock-free check on the miss path
+	cores  map[string]tableCore // the declared tables, by name
+	work   sync.WaitGroup       // fills and refreshes in flight
 
 	coh *coherence
 }
@@ -82,31 +123,25 @@ type tableCore interface {
 // since every key of one table shares one slot.
 func New(client valkey.Client, cfg Config) (*Cache, error) {
 	if client == nil {
-		return nil, errors.New("cache: New: nil valkey client")
+		return nil, fmt.Errorf("%w: New: nil valkey client", ErrInvalid)
 	}
-	if cfg.ReconcileInterval < 0 || cfg.SubscribeTimeout < 0 || cfg.SubscribeBuffer < 0 {
-		return nil, errors.New("cache: New: ReconcileInterval, SubscribeTimeout and SubscribeBuffer must not be negative")
-	}
-	if cfg.ReconcileInterval > 0 && cfg.ReconcileInterval < 10*time.Millisecond {
-		return nil, errors.New("cache: New: ReconcileInterval must be at least 10ms")
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		client:  client,
-		log:     log,
+		log:     cfg.Logger,
 		clk:     newClock(),
 		closing: ctx,
 		cancel:  cancel,
-		tables:  make(map[string]tableCore),
+		cores:   make(map[string]tableCore),
 	}
 	coh, err := newCoherence(c, cfg)
 	if err != nil {
 		cancel()
-		c.clk.close()
+		c.clk.stopTicking()
 		return nil, fmt.Errorf("cache: New: %w", err)
 	}
 	c.coh = coh
@@ -133,11 +168,11 @@ func (c *Cache) Close() {
 	// closed is set: no install, drop or flush starts any more, and none is under way
 	// (they hold the read lock), so the L1s can be closed.
 	c.mu.RLock()
-	for _, t := range c.tables {
+	for _, t := range c.cores {
 		t.closeL1()
 	}
 	c.mu.RUnlock()
-	c.clk.close()
+	c.clk.stopTicking()
 }
 
 // Tables returns the declared tables, sorted by name.
@@ -147,8 +182,8 @@ func (c *Cache) Tables() []tables.Table { return c.reg.All() }
 func (c *Cache) Stats() map[string]Stats {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make(map[string]Stats, len(c.tables))
-	for name, t := range c.tables {
+	out := make(map[string]Stats, len(c.cores))
+	for name, t := range c.cores {
 		out[name] = t.stats()
 	}
 	return out
@@ -179,7 +214,7 @@ func (c *Cache) register(spec tables.Spec, build func(tables.Table) (tableCore, 
 		c.reg.Forget(decl.Spec.Name)
 		return nil, ErrClosed
 	}
-	c.tables[decl.Spec.Name] = t
+	c.cores[decl.Spec.Name] = t
 	t.attach(c.coh.add(decl.Keys, t))
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.closing, c.coh.subWait)

@@ -7,15 +7,15 @@ import (
 	"unsafe"
 )
 
-// The L1 hit path must not read the precise clock: on the machines this library is measured
-// on, a monotonic clock read costs about as much as the whole ristretto lookup, and doubles
-// the cost of a hit. Hits read a coarse clock instead, and fall back to the precise clock
+// The L1 hit path must not read the precise clock: a monotonic clock read is of the same
+// order as the whole ristretto lookup, so reading it on every hit would make the hit a good
+// deal slower (BenchmarkL1Hit tracks it). Hits read a coarse clock instead, and fall back to the precise clock
 // only for entries within clockGuard of a deadline (expiry or the early-refresh window).
 //
 // Two things keep the coarse clock close to the precise one. A ticker goroutine stores the
 // precise time every clockTick while hits happen; but a ticker is starved exactly when the
-// process is busy (measured: 70 ms behind under 8 goroutines doing nothing but hits on 2
-// cores). So hits also advance it themselves: every clockEvery-th hit counted on a counter
+// process is busy: with more runnable goroutines than cores it runs late, by far more than
+// clockGuard. So hits also advance it themselves: every clockEvery-th hit counted on a counter
 // shard stores the precise time, which costs a clock read per clockEvery hits. An entry is
 // served past its deadline only if both fall behind by more than clockGuard: the process is
 // starved by other work while its hits are rare.
@@ -41,7 +41,7 @@ type clock struct {
 func newClock() *clock {
 	c := &clock{base: time.Now(), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	c.done.Add(1)
-	go c.run()
+	go c.keepTime()
 	return c
 }
 
@@ -84,7 +84,9 @@ func (c *clock) restart() int64 {
 	return c.precise()
 }
 
-func (c *clock) run() {
+// keepTime is the ticker goroutine: it stores the precise time in the coarse clock every
+// clockTick while coarse reads happen, and sleeps until the next read once they stop.
+func (c *clock) keepTime() {
 	defer c.done.Done()
 	t := time.NewTicker(clockTick)
 	defer t.Stop()
@@ -117,7 +119,8 @@ func (c *clock) run() {
 	}
 }
 
-func (c *clock) close() {
+// stopTicking ends the ticker goroutine and waits for it.
+func (c *clock) stopTicking() {
 	close(c.stop)
 	c.done.Wait()
 }
@@ -133,16 +136,17 @@ type counter struct {
 
 const counterShards = 16
 
-// add adds n to one shard and returns that shard's new count. It picks the shard from the
+// incr adds n to one shard and returns that shard's new count. It picks the shard from the
 // address of a stack variable: goroutines have distinct stacks, so each tends to keep to its
 // own shard, which is what a per-CPU counter would give without reaching into the runtime.
-func (c *counter) add(n int64) int64 {
+func (c *counter) incr(n int64) int64 {
 	var anchor byte
 	h := uint64(uintptr(unsafe.Pointer(&anchor))>>12) * 0x9E3779B97F4A7C15
 	return c.shards[h>>(64-4)].n.Add(n)
 }
 
-func (c *counter) load() int64 {
+// sum is the counter's total over its shards.
+func (c *counter) sum() int64 {
 	var sum int64
 	for i := range c.shards {
 		sum += c.shards[i].n.Load()

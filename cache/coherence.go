@@ -35,12 +35,6 @@ import (
 // So a lost message costs at most one reconcile interval of staleness, and a flush happens
 // only when something was missed.
 
-// DefaultReconcileInterval is the default [Config].ReconcileInterval.
-const DefaultReconcileInterval = 5 * time.Second
-
-// DefaultSubscribeTimeout is the default [Config].SubscribeTimeout.
-const DefaultSubscribeTimeout = 5 * time.Second
-
 // invalidateBatch is how many ids one cache_invalidate call carries.
 const invalidateBatch = 256
 
@@ -98,20 +92,15 @@ type tableState struct {
 	delayN, delaySum, delayMax                atomic.Int64 // propagation, ns
 }
 
+// newCoherence starts the subscriber and reconciler for c; cfg has its defaults filled in.
 func newCoherence(c *Cache, cfg Config) (*coherence, error) {
 	topics, err := topic.New(c.client, topic.Config{SubscribeBuffer: cfg.SubscribeBuffer})
 	if err != nil {
 		return nil, err
 	}
 	interval := cfg.ReconcileInterval
-	if interval == 0 {
-		interval = DefaultReconcileInterval
-	}
 	grace := min(max(interval/5, 20*time.Millisecond), 250*time.Millisecond)
 	subWait := cfg.SubscribeTimeout
-	if subWait == 0 {
-		subWait = DefaultSubscribeTimeout
-	}
 	co := &coherence{
 		c: c, topics: topics, period: max(interval-grace, interval/2), grace: grace, subWait: subWait,
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
@@ -198,7 +187,7 @@ func (co *coherence) readRecords(ctx context.Context, tss []*tableState) ([]reco
 	for i, ts := range tss {
 		recordKeys[i] = ts.keys.Record()
 	}
-	return co.c.readRecords(ctx, recordKeys)
+	return co.c.fetchRecords(ctx, recordKeys)
 }
 
 // handle runs on the subscription's delivery goroutine, never on the connection's reader:
@@ -489,7 +478,7 @@ func (co *coherence) close() {
 	})
 }
 
-// coherenceStats fills the coherence counters of s.
+// fillStats fills the coherence counters of s.
 func (ts *tableState) fillStats(s *Stats) {
 	if ts == nil {
 		return

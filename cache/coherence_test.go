@@ -11,6 +11,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/tables"
 )
 
@@ -79,7 +80,7 @@ func TestWritePath(t *testing.T) {
 			v, err := a.Get(ctx, "k")
 			require.NoError(t, err)
 			require.Equal(t, 7, v, "read-your-own-writes")
-			waitFor(t, "b to see the Set", 10*time.Second, func() bool {
+			valkeytest.Eventually(t, 10*time.Second, "b to see the Set", func() bool {
 				v, err := b.Get(ctx, "k")
 				require.NoError(t, err)
 				return v == 7
@@ -92,7 +93,7 @@ func TestWritePath(t *testing.T) {
 			v, err = b.Get(ctx, "k")
 			require.NoError(t, err)
 			require.Equal(t, 1, v)
-			waitFor(t, "a to see the Invalidate", 10*time.Second, func() bool {
+			valkeytest.Eventually(t, 10*time.Second, "a to see the Invalidate", func() bool {
 				v, err := a.Get(ctx, "k")
 				require.NoError(t, err)
 				return v == 1
@@ -113,7 +114,7 @@ func TestWritePath(t *testing.T) {
 			for i := range 50 {
 				require.Empty(t, readRaw(t, tg.client(t), rowKey(t, a, "m"+strconv.Itoa(i))), "rows deleted")
 			}
-			waitFor(t, "b to flush on the new epoch", 10*time.Second, func() bool { return b.Stats().Flushes > flushesBefore })
+			valkeytest.Eventually(t, 10*time.Second, "b to flush on the new epoch", func() bool { return b.Stats().Flushes > flushesBefore })
 			for i := range 50 {
 				v, err := b.Get(ctx, "m"+strconv.Itoa(i))
 				require.NoError(t, err)
@@ -122,7 +123,7 @@ func TestWritePath(t *testing.T) {
 			sa, sb := a.Stats(), b.Stats()
 			require.Equal(t, int64(2), sa.InvalidationsSent, "Set and InvalidateAll")
 			require.Equal(t, int64(1), sb.InvalidationsSent)
-			waitFor(t, "every message received", 10*time.Second, func() bool {
+			valkeytest.Eventually(t, 10*time.Second, "every message received", func() bool {
 				return a.Stats().InvalidationsReceived == 3 && b.Stats().InvalidationsReceived == 3
 			})
 			require.Zero(t, b.Stats().Gaps)
@@ -143,13 +144,13 @@ func TestNoSpuriousFlush(t *testing.T) {
 			src := newDB()
 			a, b, _, _ := coherentPair(t, func() valkey.Client { return tg.client(t) }, cache.Config{ReconcileInterval: interval}, tables.Spec{}, src)
 			require.NoError(t, a.Set(ctx, "seed", 1)) // the record exists
-			waitFor(t, "b to receive the seed", 10*time.Second, func() bool { return b.Stats().InvalidationsReceived == 1 })
+			valkeytest.Eventually(t, 10*time.Second, "b to receive the seed", func() bool { return b.Stats().InvalidationsReceived == 1 })
 			for i := range 100 {
 				_, err := b.Get(ctx, strconv.Itoa(i))
 				require.NoError(t, err)
 			}
 			before := b.Stats()
-			waitFor(t, "two reconciles", 20*time.Second, func() bool { return b.Stats().Reconciles >= before.Reconciles+2 })
+			valkeytest.Eventually(t, 20*time.Second, "two reconciles", func() bool { return b.Stats().Reconciles >= before.Reconciles+2 })
 			for i := range 100 {
 				_, err := b.Get(ctx, strconv.Itoa(i))
 				require.NoError(t, err)

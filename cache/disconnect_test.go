@@ -179,7 +179,7 @@ func testSubscriberDisconnects(t *testing.T, addrs []string, client valkey.Clien
 		_, err := tbl.Get(ctx, strconv.Itoa(i))
 		require.NoError(t, err)
 	}
-	waitFor(t, "five kills", 30*time.Second, func() bool { return kills.Load() >= 5 })
+	valkeytest.Eventually(t, 30*time.Second, "five kills", func() bool { return kills.Load() >= 5 })
 	require.Zero(t, tbl.Stats().Flushes, "no write, no flush")
 	require.Zero(t, childStats()[0], "no write, no flush in the child")
 

@@ -3,6 +3,8 @@ package cache
 import (
 	"errors"
 	"fmt"
+
+	"github.com/echocache/echocache/internal/panics"
 )
 
 var (
@@ -12,6 +14,10 @@ var (
 
 	// ErrClosed is returned by calls on a closed [Cache] or its tables.
 	ErrClosed = errors.New("cache: closed")
+
+	// ErrInvalid is wrapped by errors about a [Config] or an argument that is not valid;
+	// the text names the field. Nothing was done.
+	ErrInvalid = errors.New("cache: invalid")
 
 	// ErrLoaderTimeout matches (errors.Is) a [LoadError] whose loader ran past the table's
 	// LoaderTimeout.
@@ -47,18 +53,8 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // Is reports a timeout as [ErrLoaderTimeout].
 func (e *LoadError) Is(target error) bool { return target == ErrLoaderTimeout && e.Timeout }
 
-// PanicError is a loader panic turned into an error, with the stack of the panicking
-// goroutine, as x/sync/singleflight does: one bad id must not take the process down, and
-// every caller waiting on the fill learns what happened.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-func (p *PanicError) Error() string { return fmt.Sprintf("panic: %v\n\n%s", p.Value, p.Stack) }
-
-// Unwrap returns the panic value when it is an error.
-func (p *PanicError) Unwrap() error {
-	err, _ := p.Value.(error)
-	return err
-}
+// PanicError is a panic in a loader (or in a fill: a codec, a bug) turned into an error,
+// with the stack of the panicking goroutine, as x/sync/singleflight does: one bad id must not
+// take the process down, and every caller waiting on the fill learns what happened. Where
+// names the step and the table; Unwrap returns the panic value when it is an error.
+type PanicError = panics.Error

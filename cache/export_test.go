@@ -2,7 +2,8 @@ package cache
 
 // Hooks into the package's internals, for its tests only.
 
-// SetHookAfterRead makes every fill call f after its L2 read, before it acts on it.
+// SetHookAfterRead makes every fill call f after each L2 read it acts on (the read of the
+// miss that started it, a lease reply, its own reads), before it acts on it.
 func (t *Table[K, V]) SetHookAfterRead(f func(id string)) { t.hookAfterRead = f }
 
 // SetHookJoined makes every caller that joins (or starts) a fill call f.

@@ -76,12 +76,12 @@ func TestClusterFailover(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	})
-	waitFor(t, "some writes", 30*time.Second, func() bool { return writes.Load() > 50 })
+	valkeytest.Eventually(t, 30*time.Second, "some writes", func() bool { return writes.Load() > 50 })
 	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	require.NoError(t, cl.Failover(fctx, keys.Slot(keys.MustTable(table).Record())))
 	after := writes.Load()
-	waitFor(t, "writes after the failover", 30*time.Second, func() bool { return writes.Load() > after+200 })
+	valkeytest.Eventually(t, 30*time.Second, "writes after the failover", func() bool { return writes.Load() > after+200 })
 	stop.Store(true)
 	wg.Wait()
 	t.Logf("%d writes, %d reads, worst staleness %v (bound %v + %v slack), flushes %d, gaps %d",

@@ -178,8 +178,8 @@ func TestEpochChange(t *testing.T) {
 			b, err := cache.NewTable(cb, spec, src.load, nil)
 			require.NoError(t, err)
 			require.NoError(t, a.Set(ctx, "k", 1))
-			waitFor(t, "b to receive the write", 10*time.Second, func() bool { return b.Stats().InvalidationsReceived == 1 })
-			waitFor(t, "b to read v1 from L1", 10*time.Second, func() bool {
+			valkeytest.Eventually(t, 10*time.Second, "b to receive the write", func() bool { return b.Stats().InvalidationsReceived == 1 })
+			valkeytest.Eventually(t, 10*time.Second, "b to read v1 from L1", func() bool {
 				v, err := b.Get(ctx, "k")
 				_, inL1 := cache.PeekL1(b, "k")
 				return err == nil && v == 1 && inL1
@@ -189,7 +189,7 @@ func TestEpochChange(t *testing.T) {
 			mu.Unlock()
 			tc.fault(t, srv, srv.Client(t))
 			var done time.Time
-			waitFor(t, "the write after the fault", 30*time.Second, func() bool {
+			valkeytest.Eventually(t, 30*time.Second, "the write after the fault", func() bool {
 				err := a.Set(ctx, "k", 2)
 				done = time.Now()
 				return err == nil
@@ -259,8 +259,8 @@ func TestStaleOnError(t *testing.T) {
 
 	require.NoError(t, srv.Continue())
 	stopped = false
-	waitFor(t, "the write after SIGCONT", 30*time.Second, func() bool { return a.Set(ctx, "3", 9) == nil })
-	waitFor(t, "b to converge", 10*time.Second, func() bool {
+	valkeytest.Eventually(t, 30*time.Second, "the write after SIGCONT", func() bool { return a.Set(ctx, "3", 9) == nil })
+	valkeytest.Eventually(t, 10*time.Second, "b to converge", func() bool {
 		v, err := b.Get(ctx, "3")
 		return err == nil && v == 9
 	})

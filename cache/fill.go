@@ -5,18 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 	"time"
+
+	"github.com/echocache/echocache/internal/panics"
 )
 
 // fill is the part of a miss that may call the loader. Inside the process it is
 // single-flight per id (x/sync/singleflight); across processes a fill lease in the row does
-// the same. ctx bounds only this caller's wait: the fill runs detached from it, so one
-// caller giving up does not spoil the fill for the others.
-func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string) (V, error) {
+// the same. rd is the read of the row the miss made: the flight's leader acts on it instead
+// of reading the row again (a joiner's read is not needed). ctx bounds only this caller's
+// wait: the fill runs detached from it, so one caller giving up does not spoil the fill for
+// the others.
+func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fillRead) (V, error) {
 	var zero V
 	t.st.misses.Add(1)
-	ch := t.sf.DoChan(idStr, func() (any, error) { return t.fillFlight(ctx, id, idStr, key) })
+	ch := t.sf.DoChan(idStr, func() (any, error) { return t.fillFlight(ctx, id, idStr, key, rd) })
 	if t.hookJoined != nil {
 		t.hookJoined(idStr)
 	}
@@ -31,11 +34,22 @@ func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string) (V, err
 	}
 }
 
-// fillFlight is one fill of id: read the row; a value or not-found ends it; another filler's
-// lease is waited on (with backoff, up to the lease's expiry, after which it is taken over);
-// no row, or one that cannot be read, is leased by this filler (SET NX PX, or cache_reclaim),
-// loaded, and written with cache_fill. It returns a *V.
-func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key string) (res any, err error) {
+// fillRead is a read of the row that a fill acts on: the reply, the id's generation read
+// before the request (an invalidation after it refuses the install) and the clock before
+// the request (the base of the L1 deadline).
+type fillRead struct {
+	rowRead
+	g      gen
+	readAt int64
+}
+
+// fillFlight is one fill of id, starting from the read rd: a value or not-found ends it;
+// another filler's lease is waited on (with backoff, up to the lease's expiry, after which it
+// is taken over) and the row read again; no row, or one that cannot be read, is leased by
+// this filler (SET NX PX, or cache_reclaim), loaded, and written with cache_fill. A lease
+// that another filler won meanwhile is answered by the row it left, which is acted on like a
+// fresh read. It returns a *V.
+func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key string, rd fillRead) (res any, err error) {
 	if !t.c.enter() {
 		return nil, ErrClosed
 	}
@@ -44,7 +58,7 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		// A panic here (a codec, a bug) must not reach singleflight's DoChan, which would
 		// re-panic it in a fresh goroutine and take the process down.
 		if p := recover(); p != nil {
-			err = &PanicError{Value: p, Stack: debug.Stack()}
+			err = panics.New("cache: fill of table "+t.spec.Name, p)
 		}
 	}()
 	// Long enough to wait out one lease and then load.
@@ -54,20 +68,14 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 	waited := false
 	var b backoff
 	for {
-		g := t.gens.read(stripe) // before the read: an invalidation after this refuses the install
-		sent := t.clk.precise()
-		val, exists, ttl, err := t.c.readRow(ctx, key, true) // a lease's TTL paces the wait
-		if err != nil {
-			return nil, t.fillErr(ctx, idStr, "reading the row", err)
-		}
 		if t.hookAfterRead != nil {
 			t.hookAfterRead(idStr)
 		}
 		r := row{kind: rowAbsent}
-		if exists {
-			r = parseRow(val)
+		if rd.exists {
+			r = parseRow(rd.val)
 		}
-		if v, err, done := t.fromRow(ctx, id, key, g, r, ttl, sent); done {
+		if v, err, done := t.fromRow(ctx, id, key, rd.g, r, rd.ttl, rd.readAt); done {
 			if err != nil {
 				return nil, err
 			}
@@ -75,33 +83,75 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		}
 		token := newToken()
 		var acquired bool
+		var cur string
+		leaseSent := t.clk.precise()
 		switch r.kind {
 		case rowLease:
 			if !waited {
 				waited = true
 				t.st.leaseWaits.Add(1)
 			}
-			if err := b.wait(ctx, ttl); err != nil {
+			if err := b.wait(ctx, rd.ttl); err != nil {
 				return nil, t.fillErr(ctx, idStr, "waiting for another filler", err)
+			}
+			if rd, err = t.readForFill(ctx, key, stripe); err != nil {
+				return nil, t.fillErr(ctx, idStr, "reading the row", err)
 			}
 			continue
 		case rowAbsent:
-			acquired, err = t.c.tryLease(ctx, key, token, t.spec.LeaseTTL())
+			acquired, cur, err = t.c.tryLease(ctx, key, token, t.spec.LeaseTTL())
 		default: // unreadable: another version, corrupt bytes, a payload that does not decode
 			t.st.corrupt.Add(1)
-			acquired, err = t.c.reclaim(ctx, key, val, token, t.spec.LeaseTTL())
+			acquired, err = t.c.reclaim(ctx, key, rd.val, token, t.spec.LeaseTTL())
 		}
 		if err != nil {
 			return nil, t.fillErr(ctx, idStr, "taking the fill lease", err)
 		}
-		if !acquired {
-			continue // another filler got there first: read what it wrote
+		if acquired {
+			if waited {
+				t.st.leaseTakeovers.Add(1)
+			}
+			return t.loadAndWrite(ctx, id, idStr, key, token, rd.g)
 		}
-		if waited {
-			t.st.leaseTakeovers.Add(1)
+		if r.kind == rowAbsent {
+			// Another filler got there first: SET NX GET answered the row it left.
+			rd, err = t.blockedBy(ctx, key, rd.g, leaseSent, cur)
+		} else {
+			// The unreadable row changed before cache_reclaim ran: read what replaced it.
+			rd, err = t.readForFill(ctx, key, stripe)
 		}
-		return t.loadAndWrite(ctx, id, idStr, key, token, g)
+		if err != nil {
+			return nil, t.fillErr(ctx, idStr, "reading the row", err)
+		}
 	}
+}
+
+// readForFill reads the row with its PTTL (a lease's TTL paces the wait on it), after the
+// id's generation.
+func (t *Table[K, V]) readForFill(ctx context.Context, key string, stripe uint32) (fillRead, error) {
+	g := t.gens.read(stripe) // before the read: an invalidation after this refuses the install
+	sent := t.clk.precise()
+	val, exists, ttl, err := t.c.readRow(ctx, key, true)
+	return fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, readAt: sent}, err
+}
+
+// blockedBy makes a read of cur, the row that kept this filler's SET NX from landing: the row
+// another filler just wrote, its lease, or bytes to reclaim. The reply carries no PTTL, so a
+// value or a not-found that L1 may copy gets its PTTL read alone: L1 must not outlive the
+// row, and the row's expiry hint is the writer's wall clock, never a deadline (see row.go; a
+// not-found row has none). sent, the clock before the SET, is the base of the L1 deadline;
+// g, read before the read that found no row, is older than the reply, so an invalidation
+// since then still refuses the install.
+func (t *Table[K, V]) blockedBy(ctx context.Context, key string, g gen, sent int64, cur string) (fillRead, error) {
+	rd := fillRead{rowRead: rowRead{val: cur, exists: true, ttl: pttlUnread}, g: g, readAt: sent}
+	if k := parseRow(cur).kind; t.needTTL() && (k == rowValue || k == rowNotFound) {
+		n, err := t.c.readPTTL(ctx, key)
+		if err != nil {
+			return rd, err
+		}
+		rd.ttl = n
+	}
+	return rd, nil
 }
 
 // fillErr names the table, the id and the step of a failed fill.
@@ -135,7 +185,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		case !written:
 			t.st.fillsRefused.Add(1)
 		default:
-			t.install(id, g, t.newEntry(v, false, sent, pttl(ms(px)), delta, token))
+			t.install(id, g, t.newEntry(v, false, sent, pttl(pxMillis(px)), delta, token))
 		}
 		return &v, nil
 	case errors.Is(err, ErrNotFound):
@@ -153,7 +203,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 			t.st.fillsRefused.Add(1)
 		default:
 			var zero V
-			t.install(id, g, t.newEntry(zero, true, sent, pttl(ms(px)), delta, ""))
+			t.install(id, g, t.newEntry(zero, true, sent, pttl(pxMillis(px)), delta, ""))
 		}
 		return nil, ErrNotFound
 	default:
@@ -164,7 +214,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 
 // wallExpiry is when a row written now with px expires, in unix ms by this host's clock: the
 // hint readers without the row's PTTL use (see row.go).
-func wallExpiry(px time.Duration) int64 { return time.Now().UnixMilli() + ms(px) }
+func wallExpiry(px time.Duration) int64 { return time.Now().UnixMilli() + pxMillis(px) }
 
 // release gives a lease (or refresh claim) back, best effort: if it fails, the lease expires.
 func (t *Table[K, V]) release(ctx context.Context, key, token string) {
@@ -179,7 +229,7 @@ func (t *Table[K, V]) callLoader(ctx context.Context, id K, idStr string) (V, ti
 	lctx, cancel := context.WithTimeout(ctx, t.spec.LoaderTimeout)
 	defer cancel()
 	start := t.clk.precise()
-	v, err := protect(func() (V, error) { return t.load(lctx, id) })
+	v, err := protect("loader of table "+t.spec.Name, func() (V, error) { return t.load(lctx, id) })
 	delta := time.Duration(t.clk.precise() - start)
 	t.countLoad(delta, err)
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -197,11 +247,12 @@ func (t *Table[K, V]) countLoad(delta time.Duration, err error) {
 	}
 }
 
-// protect calls f, turning a panic into a *PanicError with the panicking goroutine's stack.
-func protect[T any](f func() (T, error)) (v T, err error) {
+// protect calls f, turning a panic into a *PanicError with the panicking goroutine's stack;
+// where names what f is.
+func protect[T any](where string, f func() (T, error)) (v T, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &PanicError{Value: p, Stack: debug.Stack()}
+			err = panics.New(where, p)
 		}
 	}()
 	return f()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/tables"
 )
@@ -167,7 +169,7 @@ func TestNegativeCaching(t *testing.T) {
 		require.Equal(t, int64(1), src.calls.Load(), "no loader call while the not-found row lives")
 		require.Zero(t, st.LoadErrors, "not found is an answer, not a failure")
 
-		waitFor(t, "the not-found row to expire", 5*time.Second, func() bool { return pttlOf(t, client, key) == -2 })
+		valkeytest.Eventually(t, 5*time.Second, "the not-found row to expire", func() bool { return pttlOf(t, client, key) == -2 })
 		_, err = tbl.Get(ctx, "ghost")
 		require.ErrorIs(t, err, cache.ErrNotFound)
 		require.Equal(t, int64(2), src.calls.Load(), "the loader is asked again once the row expired")
@@ -416,7 +418,7 @@ func TestL1NeverOutlivesRow(t *testing.T) {
 
 		_, err := writer.Get(ctx, "k")
 		require.NoError(t, err)
-		waitFor(t, "the row to age", 5*time.Second, func() bool { return pttlOf(t, client, key) < 400 })
+		valkeytest.Eventually(t, 5*time.Second, "the row to age", func() bool { return pttlOf(t, client, key) < 400 })
 		_, err = reader.Get(ctx, "k")
 		require.NoError(t, err)
 		require.Equal(t, int64(1), reader.Stats().L2Hits)
@@ -425,7 +427,7 @@ func TestL1NeverOutlivesRow(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(1), reader.Stats().L1Hits, "L1 holds it while the row lives")
 
-		waitFor(t, "the row to expire", 5*time.Second, func() bool { return pttlOf(t, client, key) == -2 })
+		valkeytest.Eventually(t, 5*time.Second, "the row to expire", func() bool { return pttlOf(t, client, key) == -2 })
 		_, err = reader.Get(ctx, "k")
 		require.NoError(t, err)
 		require.Equal(t, int64(1), reader.Stats().L1Hits, "no L1 hit once the row is gone")
@@ -572,6 +574,21 @@ func TestNewTableErrors(t *testing.T) {
 	require.NoError(t, err, "declarations belong to their cache object")
 }
 
+// TestNewTableL1MaxEntriesBound: an L1MaxEntries whose counter sizing would overflow is
+// refused by NewTable with an error, where ristretto would panic or refuse obscurely.
+func TestNewTableL1MaxEntriesBound(t *testing.T) {
+	t.Parallel()
+	c := newCache(t, targets[0].client(t))
+	src := &source{}
+	for _, n := range []int64{tables.MaxL1MaxEntries + 1, 1 << 59, math.MaxInt64} {
+		_, err := cache.NewTable(c, tables.Spec{Name: tableName(t), L1MaxEntries: n}, src.load, nil)
+		require.ErrorIs(t, err, tables.ErrInvalidSpec, "%d", n)
+		require.ErrorContains(t, err, "L1MaxEntries")
+		require.ErrorContains(t, err, strconv.FormatInt(tables.MaxL1MaxEntries, 10))
+	}
+	require.Empty(t, c.Tables())
+}
+
 // TestClosed: after Close, reads that need the network and new tables answer ErrClosed.
 func TestClosed(t *testing.T) {
 	t.Parallel()
@@ -652,7 +669,7 @@ func TestForgetUnderLoad(t *testing.T) {
 		}
 	})
 	// Run until every kind of event has happened many times over, however slow the machine.
-	waitFor(t, "hits from both tiers across many flushes", 30*time.Second, func() bool {
+	valkeytest.Eventually(t, 30*time.Second, "hits from both tiers across many flushes", func() bool {
 		st := tbl.Stats()
 		return st.L1Hits > 1000 && st.L2Hits > 100 && flushes.Load() > 50 || t.Failed()
 	})

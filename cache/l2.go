@@ -67,9 +67,10 @@ func stringReply(m valkey.ValkeyMessage) (s string, exists bool, err error) {
 }
 
 // readRow reads a row and, when withTTL is set, its remaining TTL in the same round trip:
-// GET and PTTL pipelined on one connection, which BenchmarkL2Read measures at 1.0 to 1.1
-// times a bare GET, against 1.1 to 1.5 for a read script. A table without L1 needs no TTL
-// for most reads and sends the bare GET.
+// GET and PTTL pipelined on one connection. Two plain commands cost the server less than a
+// script that reads both, and cost the client about what a bare GET does, since they share
+// one round trip (BenchmarkL2Read compares the three; the bench report holds its figures). A
+// table without L1 needs no TTL for most reads and sends the bare GET.
 func (c *Cache) readRow(ctx context.Context, key string, withTTL bool) (val string, exists bool, ttl pttl, err error) {
 	if !withTTL {
 		val, exists, err = stringResult(c.client.Do(ctx, c.client.B().Get().Key(key).Build()))
@@ -91,8 +92,8 @@ func (c *Cache) readRow(ctx context.Context, key string, withTTL bool) (val stri
 	return val, exists, pttl(n), nil
 }
 
-// pttl reads a row's remaining TTL.
-func (c *Cache) pttl(ctx context.Context, key string) (pttl, error) {
+// readPTTL reads a row's remaining TTL.
+func (c *Cache) readPTTL(ctx context.Context, key string) (pttl, error) {
 	n, err := c.client.Do(ctx, c.client.B().Pttl().Key(key).Build()).AsInt64()
 	if err != nil {
 		return 0, l2err("PTTL", key, err)
@@ -147,7 +148,7 @@ func (c *Cache) readRows(ctx context.Context, keys []string, withTTL bool) ([]ro
 // leaseCmd is SET key lease NX GET PX ms: it writes the fill lease only where no row is,
 // and answers the row that blocked it, in one command.
 func (c *Cache) leaseCmd(key, lease string, ttl time.Duration) valkey.Completed {
-	return c.client.B().Set().Key(key).Value(lease).Nx().Get().PxMilliseconds(ms(ttl)).Build()
+	return c.client.B().Set().Key(key).Value(lease).Nx().Get().PxMilliseconds(pxMillis(ttl)).Build()
 }
 
 // leaseReply reads a leaseCmd reply: acquired, or the row that was there.
@@ -159,17 +160,16 @@ func leaseReply(key string, r valkey.ValkeyResult) (acquired bool, cur string, e
 	return !exists, cur, nil
 }
 
-// tryLease writes a fill lease on an absent row.
-func (c *Cache) tryLease(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	ok, _, err := leaseReply(key, c.client.Do(ctx, c.leaseCmd(key, leaseRow(token), ttl)))
-	return ok, err
+// tryLease writes a fill lease on an absent row; when a row was there, cur is that row.
+func (c *Cache) tryLease(ctx context.Context, key, token string, ttl time.Duration) (acquired bool, cur string, err error) {
+	return leaseReply(key, c.client.Do(ctx, c.leaseCmd(key, leaseRow(token), ttl)))
 }
 
 // reclaim replaces the unreadable row cur with a fill lease, if the row is still cur.
 func (c *Cache) reclaim(ctx context.Context, key, cur, token string, ttl time.Duration) (bool, error) {
 	sum := sha1.Sum([]byte(cur))
 	n, err := scriptReclaim.Exec(ctx, c.client, []string{key},
-		[]string{hex.EncodeToString(sum[:]), token, strconv.FormatInt(ms(ttl), 10)}).AsInt64()
+		[]string{hex.EncodeToString(sum[:]), token, strconv.FormatInt(pxMillis(ttl), 10)}).AsInt64()
 	if err != nil {
 		return false, l2err("cache_reclaim", key, err)
 	}
@@ -187,7 +187,7 @@ func (c *Cache) claimRefresh(ctx context.Context, key, token, version string) (b
 
 // fillArgs are cache_fill's arguments; an empty row releases the lease.
 func fillArgs(token, row string, px time.Duration) []string {
-	return []string{token, row, strconv.FormatInt(ms(px), 10)}
+	return []string{token, row, strconv.FormatInt(pxMillis(px), 10)}
 }
 
 // finishFill writes row over the caller's lease (or releases it when row is empty).
@@ -200,8 +200,11 @@ func (c *Cache) finishFill(ctx context.Context, key, token, row string, px time.
 	return n == 1, nil
 }
 
-// ms is a duration in whole milliseconds, at least 1 (PX refuses 0).
-func ms(d time.Duration) int64 {
+// pxMillis is d as the whole milliseconds of a PX argument: rounded down, so a row or lease
+// never lives longer than asked, and at least 1, because PX refuses 0. A fill's L1 deadline
+// is counted from the same figure, so it cannot outlive the row it copies. (bus rounds its
+// durations up instead: a job lease must not be cut short.)
+func pxMillis(d time.Duration) int64 {
 	if n := d.Milliseconds(); n > 0 {
 		return n
 	}
@@ -248,9 +251,9 @@ func (c *Cache) finishMany(ctx context.Context, keys []string, token string, row
 	return written, errs
 }
 
-// readRecords reads coherence records (HMGET epoch seq), pipelined in one round trip (valkey-go
+// fetchRecords reads coherence records (HMGET epoch seq), pipelined in one round trip (valkey-go
 // splits it per slot on a cluster).
-func (c *Cache) readRecords(ctx context.Context, recordKeys []string) ([]record, error) {
+func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record, error) {
 	cmds := make(valkey.Commands, len(recordKeys))
 	for i, k := range recordKeys {
 		cmds[i] = c.client.B().Hmget().Key(k).Field("epoch", "seq").Build()
@@ -289,31 +292,31 @@ func writeReply(op, key string, r valkey.ValkeyResult) error {
 
 // setRow runs cache_set: write the row of id, bump the record, publish.
 func (c *Cache) setRow(ctx context.Context, tk tableKeys, id, row string, px time.Duration) error {
-	return writeReply("cache_set", tk.record, scriptSet.Exec(ctx, c.client, []string{tk.record, tk.inval},
-		[]string{newToken(), strconv.FormatInt(ms(px), 10), id, row}))
+	return writeReply("cache_set", tk.recordKey, scriptSet.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
+		[]string{newToken(), strconv.FormatInt(pxMillis(px), 10), id, row}))
 }
 
 // invalidateRows runs cache_invalidate for ids (at most invalidateBatch of them).
 func (c *Cache) invalidateRows(ctx context.Context, tk tableKeys, ids []string) error {
 	args := make([]string, 0, 1+len(ids))
 	args = append(append(args, newToken()), ids...)
-	return writeReply("cache_invalidate", tk.record, scriptInval.Exec(ctx, c.client, []string{tk.record, tk.inval}, args))
+	return writeReply("cache_invalidate", tk.recordKey, scriptInval.Exec(ctx, c.client, []string{tk.recordKey, tk.channel}, args))
 }
 
 // flushTable runs cache_flush until its walk ends: every row deleted, then a new epoch.
 func (c *Cache) flushTable(ctx context.Context, tk tableKeys) error {
 	token, cursor := newToken(), "0"
 	for {
-		arr, err := scriptFlush.Exec(ctx, c.client, []string{tk.record, tk.inval},
+		arr, err := scriptFlush.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
 			[]string{token, cursor, strconv.Itoa(flushScanCount)}).ToArray()
 		if err != nil {
-			return l2err("cache_flush", tk.record, err)
+			return l2err("cache_flush", tk.recordKey, err)
 		}
 		if len(arr) != 4 {
-			return l2err("cache_flush", tk.record, fmt.Errorf("%d replies, want 4", len(arr)))
+			return l2err("cache_flush", tk.recordKey, fmt.Errorf("%d replies, want 4", len(arr)))
 		}
 		if cursor, err = arr[0].ToString(); err != nil {
-			return l2err("cache_flush", tk.record, err)
+			return l2err("cache_flush", tk.recordKey, err)
 		}
 		if cursor == "0" {
 			return nil
@@ -321,5 +324,5 @@ func (c *Cache) flushTable(ctx context.Context, tk tableKeys) error {
 	}
 }
 
-// tableKeys are a table's coherence keys.
-type tableKeys struct{ record, inval string }
+// tableKeys are a table's coherence keys: its record and its invalidation channel.
+type tableKeys struct{ recordKey, channel string }

@@ -156,18 +156,6 @@ func pttlOf(t testing.TB, client valkey.Client, key string) int64 {
 	return n
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // countingClient records every command the cache sends, grouped by round trip.
 type countingClient struct {
 	valkey.Client
@@ -200,6 +188,20 @@ func (c *countingClient) reset() {
 	c.mu.Lock()
 	c.trips = nil
 	c.mu.Unlock()
+}
+
+// firstTrip is the index of the first round trip that carried cmd, -1 if none did.
+func (c *countingClient) firstTrip(cmd string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, trip := range c.trips {
+		for _, name := range trip {
+			if name == cmd {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // tripsWith counts round trips that carried cmd, and how many cmd they carried in all.

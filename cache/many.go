@@ -193,7 +193,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		case !written[j]:
 			t.st.fillsRefused.Add(1)
 		default:
-			t.install(rest[i], gens[i], t.newEntry(res.v, !res.found, wsent, pttl(ms(pxs[j])), res.delta, token))
+			t.install(rest[i], gens[i], t.newEntry(res.v, !res.found, wsent, pttl(pxMillis(pxs[j])), res.delta, token))
 		}
 	}
 	return raced, errors.Join(append(errs, lerr)...)
@@ -211,7 +211,7 @@ func (t *Table[K, V]) loadMany(ctx context.Context, rest []K, idStrs []string, h
 		lctx, cancel := context.WithTimeout(ctx, t.spec.LoaderTimeout)
 		defer cancel()
 		start := t.clk.precise()
-		got, err := protect(func() (map[K]V, error) { return t.batch(lctx, ids) })
+		got, err := protect("batch loader of table "+t.spec.Name, func() (map[K]V, error) { return t.batch(lctx, ids) })
 		delta := time.Duration(t.clk.precise() - start)
 		t.countLoad(delta, err)
 		if err != nil {

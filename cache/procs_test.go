@@ -229,7 +229,7 @@ func TestSingleFlightProcesses(t *testing.T) {
 				survivors := children
 				if mode == "kill" {
 					var pid int
-					waitFor(t, "a lease holder to start loading", 30*time.Second, func() bool {
+					valkeytest.Eventually(t, 30*time.Second, "a lease holder to start loading", func() bool {
 						s := readRaw(t, client, holder)
 						pid, _ = strconv.Atoi(s)
 						return pid > 0

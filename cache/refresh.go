@@ -53,7 +53,7 @@ func (t *Table[K, V]) maybeRefreshFromRow(ctx context.Context, id K, key string,
 			return // far from the window, whatever the clocks say
 		}
 		sent = t.clk.precise()
-		n, err := t.c.pttl(ctx, key)
+		n, err := t.c.readPTTL(ctx, key)
 		if err != nil {
 			return // the value was served; the refresh just does not start
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/tables"
 )
 
@@ -119,7 +120,7 @@ func TestEarlyRefresh(t *testing.T) {
 						}
 					})
 				}
-				waitFor(t, "both caches to read a refreshed value", 15*time.Second, func() bool {
+				valkeytest.Eventually(t, 15*time.Second, "both caches to read a refreshed value", func() bool {
 					return seen[0].Load() >= 2 && seen[1].Load() >= 2 || readErrs.Load() > 0
 				})
 				stop.Store(true)

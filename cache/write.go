@@ -25,7 +25,7 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 		return fmt.Errorf("cache: table %s: Set: encoding %q: %w", t.spec.Name, idStr, err)
 	}
 	px := t.jitter(t.spec.TTL)
-	err = t.c.setRow(ctx, t.keys(), idStr, valueRow(newToken(), 0, wallExpiry(px), payload), px)
+	err = t.c.setRow(ctx, t.coherenceKeys(), idStr, valueRow(newToken(), 0, wallExpiry(px), payload), px)
 	t.Forget(id)
 	if err != nil {
 		return fmt.Errorf("cache: table %s: Set %q: %w", t.spec.Name, idStr, err)
@@ -55,7 +55,7 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 	var errs []error
 	for start := 0; start < len(strs); start += invalidateBatch {
 		batch := strs[start:min(start+invalidateBatch, len(strs))]
-		if err := t.c.invalidateRows(ctx, t.keys(), batch); err != nil {
+		if err := t.c.invalidateRows(ctx, t.coherenceKeys(), batch); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -78,7 +78,7 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 	if t.c.isClosed() {
 		return ErrClosed
 	}
-	err := t.c.flushTable(ctx, t.keys())
+	err := t.c.flushTable(ctx, t.coherenceKeys())
 	t.flushL1()
 	if err != nil {
 		return fmt.Errorf("cache: table %s: InvalidateAll: %w", t.spec.Name, err)
@@ -87,8 +87,9 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 	return nil
 }
 
-func (t *Table[K, V]) keys() tableKeys {
-	return tableKeys{record: t.decl.Keys.Record(), inval: t.decl.Keys.Inval()}
+// coherenceKeys are the table's coherence record and invalidation channel.
+func (t *Table[K, V]) coherenceKeys() tableKeys {
+	return tableKeys{recordKey: t.decl.Keys.Record(), channel: t.decl.Keys.Inval()}
 }
 
 // miss is Get past an L1 miss. A stale-on-error table with a value at hand (an L1 entry

@@ -26,6 +26,16 @@ const (
 	DefaultStaleTimeout     = 250 * time.Millisecond
 )
 
+// L1CountersPerEntry is how many admission counters (ristretto's NumCounters) an L1 keeps
+// per entry of L1MaxEntries: ristretto's advice, 10 per item it holds when full.
+const L1CountersPerEntry = 10
+
+// MaxL1MaxEntries is the largest [Spec].L1MaxEntries. ristretto rounds its counter count,
+// L1CountersPerEntry*L1MaxEntries, up to a power of two held in an int64; past 1<<62 counters
+// that rounding overflows (and before it, the multiplication). Memory is the practical limit
+// long before this one: each counter costs about two bytes.
+const MaxL1MaxEntries = (1 << 62) / L1CountersPerEntry
+
 // LeaseGrace is how much longer a fill lease lives than the table's loader timeout: the
 // time a filler has, after its loader returned, to write the row. A filler that died
 // mid-load is taken over once its lease expires, LoaderTimeout+LeaseGrace after it began.
@@ -67,7 +77,7 @@ type Spec struct {
 
 	// L1MaxEntries bounds L1 by number of entries (not bytes): each decoded value, and each
 	// remembered not-found, costs one. Past it, ristretto's TinyLFU policy decides what
-	// stays. Default DefaultL1MaxEntries (10,000).
+	// stays. Default DefaultL1MaxEntries (10,000); at most MaxL1MaxEntries.
 	L1MaxEntries int64
 
 	// LoaderTimeout bounds one loader call (and one batch-loader call). The loader runs
@@ -139,6 +149,9 @@ func (s Spec) Resolve() (Spec, error) {
 		s.L1MaxEntries = DefaultL1MaxEntries
 	case s.L1MaxEntries < 0:
 		return Spec{}, bad("L1MaxEntries", "a positive number of entries", s.L1MaxEntries)
+	case s.L1MaxEntries > MaxL1MaxEntries:
+		return Spec{}, bad("L1MaxEntries", fmt.Sprintf("at most tables.MaxL1MaxEntries (%d): L1 keeps %d counters per entry and their count must fit an int64",
+			int64(MaxL1MaxEntries), L1CountersPerEntry), s.L1MaxEntries)
 	}
 	switch {
 	case s.LoaderTimeout == 0:

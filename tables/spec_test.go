@@ -98,6 +98,26 @@ func TestResolveRefuses(t *testing.T) {
 	}
 }
 
+// TestResolveL1MaxEntriesBound: L1MaxEntries is refused past the bound at which L1's counter
+// sizing (L1CountersPerEntry per entry, rounded up to a power of two by ristretto) would
+// overflow an int64; the error names the field and the bound.
+func TestResolveL1MaxEntriesBound(t *testing.T) {
+	t.Parallel()
+	counters := int64(tables.L1CountersPerEntry) * tables.MaxL1MaxEntries
+	require.Positive(t, counters)
+	require.LessOrEqual(t, counters, int64(1)<<62, "the rounded-up power of two fits an int64")
+
+	s, err := tables.Spec{Name: "t", L1MaxEntries: tables.MaxL1MaxEntries}.Resolve()
+	require.NoError(t, err)
+	require.Equal(t, int64(tables.MaxL1MaxEntries), s.L1MaxEntries)
+	for _, n := range []int64{tables.MaxL1MaxEntries + 1, 1 << 59, math.MaxInt64 / 10, math.MaxInt64} {
+		_, err := tables.Spec{Name: "t", L1MaxEntries: n}.Resolve()
+		require.ErrorIs(t, err, tables.ErrInvalidSpec, "%d", n)
+		require.ErrorContains(t, err, "L1MaxEntries")
+		require.ErrorContains(t, err, fmt.Sprint(int64(tables.MaxL1MaxEntries)))
+	}
+}
+
 func TestRegistry(t *testing.T) {
 	t.Parallel()
 	var r tables.Registry

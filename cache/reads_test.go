@@ -1,0 +1,134 @@
+package cache_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/tables"
+)
+
+// TestColdGetReadsRowOnce: a cold Get reads the row once, GET and PTTL in one round trip,
+// before it takes the fill lease: the fill acts on the read the miss already made.
+func TestColdGetReadsRowOnce(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, raw valkey.Client) {
+		ctx := context.Background()
+		client := &countingClient{Client: raw}
+		src := &source{}
+		tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+		client.reset()
+
+		u, err := tbl.Get(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, "name-k", u.Name)
+		require.Equal(t, int64(1), src.calls.Load())
+
+		trips, n := client.tripsWith("GET")
+		require.Equal(t, [2]int{1, 1}, [2]int{trips, n}, "one GET")
+		trips, n = client.tripsWith("PTTL")
+		require.Equal(t, [2]int{1, 1}, [2]int{trips, n}, "one PTTL")
+		read, lease := client.firstTrip("GET"), client.firstTrip("SET")
+		require.Equal(t, read, client.firstTrip("PTTL"), "GET and PTTL share one round trip")
+		require.Less(t, read, lease, "the row is read before the lease is taken")
+	})
+}
+
+// TestLeaseReplyIsARead: when another filler writes the row between this fill's read and its
+// SET NX, the row SET NX GET answers is acted on like a fresh read: a value or a not-found
+// ends the fill (with the row's PTTL read alone, so L1 does not outlive the row), a lease is
+// waited on, bytes this version cannot read are reclaimed. No GET is sent again to learn
+// what the lease reply already said.
+func TestLeaseReplyIsARead(t *testing.T) {
+	t.Parallel()
+	payload := []byte(`{"id":"k","name":"from the other filler"}`)
+	for _, tc := range []struct {
+		name  string
+		plant func(client valkey.Client, key string) valkey.Completed
+		check func(t *testing.T, client *countingClient, tbl *cache.Table[string, user], src *source, key string)
+	}{
+		{"value", func(client valkey.Client, key string) valkey.Completed {
+			row := cache.ValueRow("otherfiller12345", time.Millisecond, time.Now().Add(time.Second).UnixMilli(), payload)
+			return client.B().Set().Key(key).Value(row).Px(time.Second).Build()
+		}, func(t *testing.T, client *countingClient, tbl *cache.Table[string, user], src *source, key string) {
+			u, err := tbl.Get(context.Background(), "k")
+			require.NoError(t, err)
+			require.Equal(t, "from the other filler", u.Name)
+			require.Zero(t, src.calls.Load(), "the other filler's value ended the fill")
+			require.Equal(t, int64(1), tbl.Stats().L2Hits)
+			trips, _ := client.tripsWith("GET")
+			require.Equal(t, 1, trips, "no second GET")
+			trips, _ = client.tripsWith("PTTL")
+			require.Equal(t, 2, trips, "the PTTL of the replied row, read alone")
+
+			_, err = tbl.Get(context.Background(), "k")
+			require.NoError(t, err)
+			require.Equal(t, int64(1), tbl.Stats().L1Hits, "the replied value went to L1")
+			valkeytest.Eventually(t, 5*time.Second, "the row to expire", func() bool { return pttlOf(t, client, key) == -2 })
+			u, err = tbl.Get(context.Background(), "k")
+			require.NoError(t, err)
+			require.Equal(t, "name-k", u.Name, "L1 did not outlive the row")
+			require.Equal(t, int64(1), src.calls.Load())
+		}},
+		{"not found", func(client valkey.Client, key string) valkey.Completed {
+			return client.B().Set().Key(key).Value(cache.NotFoundRow(time.Millisecond)).Px(time.Minute).Build()
+		}, func(t *testing.T, client *countingClient, tbl *cache.Table[string, user], src *source, key string) {
+			_, err := tbl.Get(context.Background(), "k")
+			require.ErrorIs(t, err, cache.ErrNotFound)
+			require.Zero(t, src.calls.Load())
+			trips, _ := client.tripsWith("GET")
+			require.Equal(t, 1, trips, "no second GET")
+			_, err = tbl.Get(context.Background(), "k")
+			require.ErrorIs(t, err, cache.ErrNotFound)
+			require.Equal(t, int64(1), tbl.Stats().L1Hits, "the replied not-found went to L1")
+		}},
+		{"unreadable", func(client valkey.Client, key string) valkey.Completed {
+			return client.B().Set().Key(key).Value("\x00 not a row").Px(time.Minute).Build()
+		}, func(t *testing.T, client *countingClient, tbl *cache.Table[string, user], src *source, key string) {
+			u, err := tbl.Get(context.Background(), "k")
+			require.NoError(t, err)
+			require.Equal(t, "name-k", u.Name)
+			require.Equal(t, int64(1), src.calls.Load())
+			require.Equal(t, int64(1), tbl.Stats().CorruptRows, "reclaimed from the lease reply")
+			trips, _ := client.tripsWith("GET")
+			require.Equal(t, 1, trips, "no second GET")
+			require.Equal(t, "value", cache.ParsedKind(readRaw(t, client, key)))
+		}},
+		{"lease", func(client valkey.Client, key string) valkey.Completed {
+			return client.B().Set().Key(key).Value(cache.LeaseRow("deadfiller123456")).Px(50 * time.Millisecond).Build()
+		}, func(t *testing.T, client *countingClient, tbl *cache.Table[string, user], src *source, key string) {
+			u, err := tbl.Get(context.Background(), "k")
+			require.NoError(t, err)
+			require.Equal(t, "name-k", u.Name)
+			require.Equal(t, int64(1), src.calls.Load())
+			st := tbl.Stats()
+			require.Equal(t, int64(1), st.LeaseWaits, "the replied lease was waited on")
+			require.Equal(t, int64(1), st.LeaseTakeovers, "and taken over once it expired")
+			require.Equal(t, "value", cache.ParsedKind(readRaw(t, client, key)))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			eachTarget(t, func(t *testing.T, raw valkey.Client) {
+				client := &countingClient{Client: raw}
+				src := &source{}
+				tbl := newTable(t, newCache(t, client), tables.Spec{Jitter: tables.Off, L1TTL: time.Hour}, src)
+				key := rowKey(t, tbl, "k")
+				var once sync.Once
+				tbl.SetHookAfterRead(func(string) {
+					once.Do(func() { // another filler writes the row before this one's SET NX
+						require.NoError(t, raw.Do(context.Background(), tc.plant(raw, key)).Error())
+					})
+				})
+				client.reset()
+				tc.check(t, client, tbl, src, key)
+			})
+		})
+	}
+}
