@@ -110,9 +110,9 @@ func newCoherence(c *Cache, cfg Config) (*coherence, error) {
 	return co, nil
 }
 
-// add tracks a newly declared table and subscribes to its channel, waiting up to the
-// subscribe timeout. If that fails, the table works without L1 until the background loop
-// has subscribed it.
+// add tracks a newly declared table and marks it pending for the background loop, which
+// subscribes its channel and reads its record (Cache.register waits for that through
+// syncTables, up to the subscribe timeout). Until then the table works without L1.
 func (co *coherence) add(decl keys.Table, core tableCore) *tableState {
 	ts := &tableState{name: decl.Name(), keys: decl, core: core}
 	co.mu.Lock()
