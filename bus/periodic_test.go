@@ -164,7 +164,7 @@ func TestPeriodicBadInput(t *testing.T) {
 		{"every negative", with(func(p *bus.Periodic) { p.Every = -time.Second }), []string{"Every", "negative"}},
 		{"every fraction", with(func(p *bus.Periodic) { p.Every = 150*time.Millisecond + 1 }), []string{"Every", "milliseconds"}},
 		{"catch-up negative", with(func(p *bus.Periodic) { p.Missed, p.CatchUp = bus.MissedCatchUp, -1 }), []string{"CatchUp", "negative"}},
-		{"catch-up too many", with(func(p *bus.Periodic) { p.Missed, p.CatchUp = bus.MissedCatchUp, bus.MaxCatchUp + 1 }), []string{"CatchUp", "1001"}},
+		{"catch-up too many", with(func(p *bus.Periodic) { p.Missed, p.CatchUp = bus.MissedCatchUp, bus.MaxCatchUp+1 }), []string{"CatchUp", "1001"}},
 		{"catch-up without policy", with(func(p *bus.Periodic) { p.CatchUp = 3 }), []string{"CatchUp", "MissedCatchUp only"}},
 		{"unknown policy", with(func(p *bus.Periodic) { p.Missed = 9 }), []string{"Missed", "unknown"}},
 		{"neither kind nor payload", with(func(p *bus.Periodic) { p.Payload = nil }), []string{"Kind, Payload", "neither"}},
