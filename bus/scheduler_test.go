@@ -262,3 +262,28 @@ func TestSchedulerLifecycle(t *testing.T) {
 	_, err = bus.NewScheduler(nil, bus.SchedulerConfig{Queue: name})
 	require.ErrorIs(t, err, bus.ErrInvalid)
 }
+
+// TestSchedulerTargets: on a standalone server and on a cluster (where a pass's TIME travels
+// with the rows of its queue's slot), two schedulers fire a schedule every 100 ms for 2 s
+// with one job per tick.
+func TestSchedulerTargets(t *testing.T) {
+	t.Parallel()
+	onTargets(t, func(t *testing.T, tg target) {
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
+		require.NoError(t, b.DeclarePeriodic(ctx, name, bus.Periodic{Name: "p", Every: 100 * time.Millisecond, Kind: "k", Missed: bus.MissedCatchUp}))
+		declared := lastOf(t, c, q, "p")
+		scheds := []*bus.Scheduler{newScheduler(t, b, bus.SchedulerConfig{Queue: name}), newScheduler(t, b, bus.SchedulerConfig{Queue: name})}
+		for _, s := range scheds {
+			require.NoError(t, s.Start())
+		}
+		valkeytest.Eventually(t, 30*time.Second, "20 ticks", func() bool { return len(pendingTicks(t, c, q)) >= 20 })
+		var fired int64
+		for _, s := range scheds {
+			require.NoError(t, s.Close(ctx))
+			fired += s.Stats().Fired
+		}
+		ticks, dups, gaps := checkEveryTick(t, c, name, q, "p", 100, declared)
+		require.Zero(t, dups+gaps)
+		require.Equal(t, int64(ticks), fired)
+	})
+}
