@@ -103,7 +103,7 @@ type PeriodicInfo struct {
 	Paused bool
 }
 
-// encode validates p and returns the row's spec and payload. Its errors wrap ErrInvalid and
+// encodePeriodic validates p and returns the row's spec and payload. Its errors wrap ErrInvalid and
 // name the field.
 func (b *Bus) encodePeriodic(op, queue string, p Periodic) (spec, payload []byte, err error) {
 	bad := func(format string, args ...any) error {
@@ -304,7 +304,7 @@ func (b *Bus) periodicNames(ctx context.Context, q keys.Queue) ([]string, error)
 	return names, translate(err)
 }
 
-// periodicRow is one schedule row as read.
+// periodicRowData is one schedule row as read.
 type periodicRowData struct {
 	name    string
 	spec    periodicSpec
@@ -328,20 +328,21 @@ func (r *periodicRowData) declared() Periodic {
 }
 
 // periodicRows reads the rows of names with HGETALL in one round trip, preceded by TIME when
-// withTime is set. A name whose row is gone is left out; a row that does not decode comes
-// back with its err set.
+// withTime is set. A name whose row is gone, or that is no valid name (written into the index
+// by hand), is left out; a row that does not decode comes back with its err set.
 func (b *Bus) periodicRows(ctx context.Context, q keys.Queue, names []string, withTime bool) ([]periodicRowData, time.Time, error) {
 	cmds := make(valkey.Commands, 0, len(names)+1)
 	if withTime {
 		cmds = append(cmds, b.client.B().Time().Build())
 	}
+	valid := make([]string, 0, len(names))
 	for _, name := range names {
-		row, err := q.Periodic(name)
-		if err != nil {
-			row = q.PeriodicPrefix() + "_" // a hand-written bad name in the index: reads as gone
+		if row, err := q.Periodic(name); err == nil {
+			valid = append(valid, name)
+			cmds = append(cmds, b.client.B().Hgetall().Key(row).Build())
 		}
-		cmds = append(cmds, b.client.B().Hgetall().Key(row).Build())
 	}
+	names = valid
 	if len(cmds) == 0 {
 		return nil, time.Time{}, nil
 	}

@@ -438,3 +438,46 @@ func TestPeriodicRemovePrune(t *testing.T) {
 	slices.Sort(left)
 	require.Equal(t, []string{rb, q.Periodics()}, left)
 }
+
+// TestPeriodicScriptRefusals: upsert, remove and pause check their KEYS against the grammar
+// and their ARGV before anything is written.
+func TestPeriodicScriptRefusals(t *testing.T) {
+	t.Parallel()
+	ctx, c, _, name, q := periodicSetup(t)
+	other := keys.MustQueue(name + "x")
+	rk, _ := q.Periodic("p")
+	ork, _ := other.Periodic("p")
+	for _, tc := range []struct {
+		what, script string
+		keys, args   []string
+		code         string
+	}{
+		{"upsert of another queue's row", "periodic_upsert", []string{q.Periodics(), ork}, []string{"{}", "x", "0"}, "EMQKEYS"},
+		{"upsert of a bad name", "periodic_upsert", []string{q.Periodics(), q.PeriodicPrefix() + "a:b"}, []string{"{}", "x", "0"}, "EMQKEYS"},
+		{"upsert of a long name", "periodic_upsert", []string{q.Periodics(), q.PeriodicPrefix() + strings.Repeat("n", 65)}, []string{"{}", "x", "0"}, "EMQKEYS"},
+		{"upsert with pending as index", "periodic_upsert", []string{q.Pending(), rk}, []string{"{}", "x", "0"}, "EMQKEYS"},
+		{"upsert of an empty spec", "periodic_upsert", []string{q.Periodics(), rk}, []string{"", "x", "0"}, "EMQARGS"},
+		{"upsert with a bad max_payload", "periodic_upsert", []string{q.Periodics(), rk}, []string{"{}", "x", "-1"}, "EMQARGS"},
+		{"upsert missing ARGV", "periodic_upsert", []string{q.Periodics(), rk}, []string{"{}", "x"}, "EMQARGS"},
+		{"upsert of a large payload", "periodic_upsert", []string{q.Periodics(), rk}, []string{"{}", "xyz", "2"}, "EMQTOOBIG"},
+		{"remove of another queue's row", "periodic_remove", []string{q.Periodics(), ork}, nil, "EMQKEYS"},
+		{"pause of a meta", "periodic_pause", []string{q.Meta()}, []string{"1"}, "EMQKEYS"},
+		{"pause with a bad flag", "periodic_pause", []string{rk}, []string{"2"}, "EMQARGS"},
+		{"pause of no schedule", "periodic_pause", []string{rk}, []string{"1"}, "EMQNOSCHED"},
+	} {
+		err := lua.Get(tc.script).Exec(ctx, c, tc.keys, tc.args).Error()
+		require.Error(t, err, tc.what)
+		require.True(t, strings.HasPrefix(err.Error(), tc.code), "%s: %v", tc.what, err)
+	}
+	require.Empty(t, scanAll(t, c, "{"+name+"}", "{"+name+"x}"), "nothing written")
+
+	// A key of the wrong type is refused, and the row is not written.
+	require.NoError(t, c.Do(ctx, c.B().Set().Key(q.Periodics()).Value("x").Build()).Error())
+	err := lua.Get("periodic_upsert").Exec(ctx, c, []string{q.Periodics(), rk}, []string{"{}", "x", "0"}).Error()
+	require.ErrorContains(t, err, "EMQTYPE")
+	require.Empty(t, schedRow(t, c, q, "p"))
+	require.NoError(t, c.Do(ctx, c.B().Set().Key(rk).Value("x").Build()).Error())
+	err = lua.Get("periodic_fire").Exec(ctx, c, []string{rk, q.Pending(), q.Meta(), q.Wake()}, []string{"1", tickID(name, "p", 1).String(), "fire"}).Error()
+	require.ErrorContains(t, err, "EMQTYPE")
+	require.NoError(t, c.Do(ctx, c.B().Del().Key(q.Periodics(), rk).Build()).Error())
+}

@@ -34,7 +34,8 @@ type SchedulerConfig struct {
 	// Handles, when set, says whether a task kind has a handler: a fired task whose kind it
 	// does not handle (or a payload that is no task envelope) is logged at Warn and counted
 	// in SchedulerStats.UnknownKind. The job is enqueued all the same: another deployment may
-	// handle the kind. A Worker's registry answers it for a scheduler beside that worker.
+	// handle the kind. Answer it from the kinds the queue's Worker registers, so that a
+	// schedule no worker can run is noticed where it fires.
 	Handles func(kind string) bool
 	// Logger receives the scheduler's warnings and errors. Default slog.Default().
 	Logger *slog.Logger
@@ -67,7 +68,7 @@ type SchedulerStats struct {
 	Skipped     int64 // ticks this scheduler skipped under MissedSkip
 	Fenced      int64 // ticks another process fired or skipped first (or the schedule was paused meanwhile)
 	UnknownKind int64 // fired tasks whose kind SchedulerConfig.Handles does not handle
-	Errors      int64 // passes that failed and fires refused with an error
+	Errors      int64 // passes that failed, fires refused with an error, rows that do not decode
 }
 
 // Scheduler fires the periodic schedules of one queue (see [Bus.DeclarePeriodic]). Any number
@@ -273,7 +274,7 @@ type fire struct {
 
 // fireRun is the periodic_fire call of one tick of schedule name.
 func (s *Scheduler) fireRun(name string, tick int64, mode string) lua.Run {
-	row, _ := s.q.Periodic(name) // names that do not validate were read as gone
+	row, _ := s.q.Periodic(name) // the rows read are of valid names only
 	t := strconv.FormatInt(tick, 10)
 	id := keys.JobIDAt(tick, []byte(s.cfg.Queue+"\x00"+name+"\x00"+t))
 	return lua.Run{Script: scPeriodicFire, Keys: []string{row, s.q.Pending(), s.q.Meta(), s.q.Wake()}, Args: []string{t, id.String(), mode}}

@@ -12,8 +12,8 @@
 -- ARGV[2]  payload                      the payload of every job a tick enqueues
 -- ARGV[3]  max_payload                  a payload longer than this many bytes refuses the call;
 --          0 = no limit
--- REPLY    1 when the schedule was created, 0 when its spec or payload was updated, -1 when it
---          was declared already exactly so (nothing written)
+-- REPLY    1 when the schedule was created, 0 when its spec, payload or index entry was updated,
+--          -1 when it was declared already exactly so (nothing written)
 -- ERRORS   EMQKEYS when the KEYS are not one queue's periodics and one schedule row (the name is
 --          1 to 64 bytes of [A-Za-z0-9_.-]); EMQARGS when an ARGV is not as declared; EMQTOOBIG
 --          when the payload is longer than max_payload; EMQTYPE when a key holds another type
