@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/dgraph-io/ristretto/v2 v2.4.2
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/stretchr/testify v1.12.1
 	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/goleak v1.3.0

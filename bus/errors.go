@@ -146,7 +146,7 @@ func translate(err error) error {
 	}
 	code, rest, _ := strings.Cut(ve.Error(), " ")
 	switch code {
-	case "EMQSTALE", "EMQNOJOB", "EMQSTATE", "EMQPAUSED", "EMQARGS", "EMQKEYS", "EMQTOOBIG", "EMQTYPE", "EMQEXISTS":
+	case "EMQSTALE", "EMQNOJOB", "EMQSTATE", "EMQPAUSED", "EMQARGS", "EMQKEYS", "EMQTOOBIG", "EMQTYPE", "EMQEXISTS", "EMQNOSCHED":
 		return &scriptError{code: code, rest: rest}
 	case "WRONGTYPE":
 		return fmt.Errorf("%w: %s", ErrWrongType, ve.Error())

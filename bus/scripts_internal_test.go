@@ -19,7 +19,7 @@ func TestScriptKeysMatchHeaders(t *testing.T) {
 	for _, s := range lua.All() {
 		var declared []keys.Type
 		for _, p := range s.Header.Keys {
-			k, err := keys.Parse(strings.NewReplacer("<q>", "orders", "<table>", "users", "<id>", "1").Replace(p.Name))
+			k, err := keys.Parse(strings.NewReplacer("<q>", "orders", "<table>", "users", "<id>", "1", "<name>", "eod").Replace(p.Name))
 			require.NoError(t, err, "%s: %s", s.Name, p.Name)
 			declared = append(declared, k.Type)
 		}

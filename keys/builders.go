@@ -63,7 +63,7 @@ func (t Table) must() Table {
 type Queue struct {
 	name                                                 string
 	pending, active, schedule, dead, meta, wake, jobBase string
-	uniqBase                                             string
+	uniqBase, periodicBase, periodics                    string
 }
 
 // NewQueue validates name and returns the queue's key builder.
@@ -82,6 +82,9 @@ func NewQueue(name string) (Queue, error) {
 		wake:     base + suffix[Wake],
 		jobBase:  base + suffix[Job],
 		uniqBase: base + suffix[Unique],
+
+		periodicBase: base + suffix[Periodic],
+		periodics:    base + suffix[Periodics],
 	}, nil
 }
 
@@ -134,6 +137,22 @@ func (q Queue) Unique(key string) (string, error) {
 	}
 	return q.uniqBase + key, nil
 }
+
+// Periodic is the schedule row emq:{<q>}:periodic:<name> (hash: spec, payload, last,
+// paused). A schedule is named like a queue: 1 to 64 bytes of [A-Za-z0-9_.-].
+func (q Queue) Periodic(name string) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", fmt.Errorf("queue %s periodic: %w", q.must().name, err)
+	}
+	return q.periodicBase + name, nil
+}
+
+// PeriodicPrefix is emq:{<q>}:periodic:, the prefix of every schedule row of the queue. It is
+// a prefix, not a key: [Parse] refuses it.
+func (q Queue) PeriodicPrefix() string { return q.must().periodicBase }
+
+// Periodics is emq:{<q>}:periodics, the score-0 index of the queue's schedule names.
+func (q Queue) Periodics() string { return q.must().periodics }
 
 func (q Queue) must() Queue {
 	if q.name == "" {

@@ -15,6 +15,8 @@
 //	emq:{<q>}:wake            wake-up marker for idle workers       (Queue.Wake)
 //	emq:{<q>}:job:<JOB id>    hash: state, attempts, payload        (Queue.Job)
 //	emq:{<q>}:uniq:<key>      idempotency guard                     (Queue.Unique)
+//	emq:{<q>}:periodic:<name> hash: one periodic schedule           (Queue.Periodic)
+//	emq:{<q>}:periodics       score-0 zset: the schedules' names    (Queue.Periodics)
 //	emq:{<topic>}:topic       broadcast channel                     (TopicChannel)
 //
 // Names are validated once, when a [Table] or [Queue] is built; after that every builder is a

@@ -2,6 +2,7 @@ package keys
 
 import (
 	crand "crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"sync"
@@ -12,8 +13,8 @@ import (
 // layout (48-bit Unix milliseconds, then 80 bits of randomness). Lex order is mint order and
 // the id carries its mint time, so a queue needs no second index for either.
 //
-// A JobID can only come from [NewJobID] or [ParseJobID]; the zero JobID is unbranded and the
-// job-row builder refuses it.
+// A JobID can only come from [NewJobID], [JobIDAt] or [ParseJobID]; the zero JobID is
+// unbranded and the job-row builder refuses it.
 type JobID struct{ s string }
 
 // JobIDLen is the length of a JobID's text.
@@ -144,4 +145,16 @@ func JobIDFloor(t time.Time) string {
 	ms := max(t.UnixMilli(), 0)
 	ms = min(ms, 1<<48-1)
 	return encode(uint64(ms), 0, 0)
+}
+
+// JobIDAt is the deterministic JobID of (ms, seed): its time part is ms (clamped to the 48-bit
+// range like [JobIDFloor]) and its 80-bit random part is the first 80 bits of SHA-256(seed).
+// Every process mints the same id for the same ms and seed, and the id carries ms as its mint
+// time. The periodic scheduler mints a tick's job with it, so that two processes firing one
+// tick name one job. Ids of distinct seeds collide only as SHA-256 prefixes do; JobIDAt does
+// not take part in [NewJobID]'s monotonic sequence.
+func JobIDAt(ms int64, seed []byte) JobID {
+	ms = min(max(ms, 0), 1<<48-1)
+	sum := sha256.Sum256(seed)
+	return JobID{s: encode(uint64(ms), binary.BigEndian.Uint16(sum[:2]), binary.BigEndian.Uint64(sum[2:10]))}
 }

@@ -100,3 +100,29 @@ func TestJobIDFloor(t *testing.T) {
 	require.Equal(t, "JOB_00000000000000000000000000", keys.JobIDFloor(time.UnixMilli(-5)))
 	require.Equal(t, "JOB_7ZZZZZZZZZ0000000000000000", keys.JobIDFloor(time.UnixMilli(1<<50)))
 }
+
+// TestJobIDAt: a deterministic id carries its ms as its mint time, parses back, is the same for
+// the same (ms, seed) and differs for another seed or another ms.
+func TestJobIDAt(t *testing.T) {
+	t.Parallel()
+	const ms = 1772953200000 // 2026-03-08T07:00:00Z
+	a := keys.JobIDAt(ms, []byte("orders\x00eod\x00"+"1772953200000"))
+	require.False(t, a.IsZero())
+	require.Equal(t, int64(ms), a.Time().UnixMilli())
+	back, err := keys.ParseJobID(a.String())
+	require.NoError(t, err)
+	require.Equal(t, a, back)
+	require.Equal(t, a, keys.JobIDAt(ms, []byte("orders\x00eod\x00"+"1772953200000")), "deterministic")
+	require.NotEqual(t, a, keys.JobIDAt(ms, []byte("orders\x00eod2\x00"+"1772953200000")), "another seed")
+	require.NotEqual(t, a.String()[14:], keys.JobIDAt(ms+1, []byte("x")).String()[14:], "the random part follows the seed")
+	require.Equal(t, a.String()[:14], keys.JobIDFloor(time.UnixMilli(ms))[:14], "time characters of ms")
+	// The random part is the first 80 bits of SHA-256(seed): for the empty seed, e3b0c44298fc1c149afb.
+	require.Equal(t, "JOB_0000000000"+"WERC8GMRZGE196QV", keys.JobIDAt(0, nil).String())
+	seen := map[keys.JobID]bool{}
+	for i := range 10_000 {
+		id := keys.JobIDAt(ms, []byte{byte(i), byte(i >> 8)})
+		require.False(t, seen[id], "seed %d", i)
+		seen[id] = true
+	}
+	require.Equal(t, int64(0), keys.JobIDAt(-5, nil).Time().UnixMilli(), "clamped to the epoch")
+}

@@ -61,6 +61,11 @@ const (
 	Job      // emq:{<q>}:job:<JOB id>   hash: state, attempts, payload
 	Unique   // emq:{<q>}:uniq:<key>     string: idempotency guard holding a JOB id
 	Topic    // emq:{<topic>}:topic      channel: a broadcast topic
+
+	Periodic  // emq:{<q>}:periodic:<name> hash: one periodic schedule (spec, payload, last, paused)
+	Periodics // emq:{<q>}:periodics       zset, score 0: the names of the queue's schedules
+
+	lastType = Periodics // the last type of the grammar: Parse tries every type up to it
 )
 
 // suffix is each bus type's spelling after "emq:{<name>}:". Job and Unique carry an id after it.
@@ -75,6 +80,9 @@ var suffix = [...]string{
 	Job:      "job:",
 	Unique:   "uniq:",
 	Topic:    "topic",
+
+	Periodic:  "periodic:",
+	Periodics: "periodics",
 }
 
 func (t Type) String() string {
@@ -87,6 +95,8 @@ func (t Type) String() string {
 		return "job"
 	case Unique:
 		return "uniq"
+	case Periodic:
+		return "periodic"
 	}
 	if int(t) < len(suffix) && suffix[t] != "" {
 		return suffix[t]
@@ -95,7 +105,8 @@ func (t Type) String() string {
 }
 
 // Key is a parsed key or channel: its role, the name in its hash tag, its type, and the id
-// for the types that carry one (Row, Job, Unique).
+// for the types that carry one (Row, Job, Unique, and Periodic, whose id is the schedule's
+// name).
 type Key struct {
 	Role Role
 	Name string
@@ -110,7 +121,7 @@ func (k Key) String() string {
 		return cachePrefix + "{" + k.Name + "}:" + k.ID
 	case Record:
 		return cachePrefix + "{" + k.Name + "}"
-	case Job, Unique:
+	case Job, Unique, Periodic:
 		return busPrefix + "{" + k.Name + "}:" + suffix[k.Type] + k.ID
 	}
 	if int(k.Type) < len(suffix) && suffix[k.Type] != "" {
@@ -198,19 +209,24 @@ func Parse(s string) (Key, error) {
 		return Key{}, fmt.Errorf("%w key %q: the hash tag must be followed by :<type>", ErrInvalid, clip(s))
 	}
 	rest = rest[1:]
-	for t := Inval; t <= Topic; t++ {
+	for t := Inval; t <= lastType; t++ {
 		sfx := suffix[t]
 		switch t {
-		case Job, Unique:
+		case Job, Unique, Periodic:
 			if !strings.HasPrefix(rest, sfx) {
 				continue
 			}
 			k.Type, k.ID = t, rest[len(sfx):]
-			if t == Job {
-				if _, err := ParseJobID(k.ID); err != nil {
-					return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
-				}
-			} else if err := ValidateID(k.ID); err != nil {
+			var err error
+			switch t {
+			case Job:
+				_, err = ParseJobID(k.ID)
+			case Unique:
+				err = ValidateID(k.ID)
+			default:
+				err = ValidateName(k.ID) // a schedule is named like a queue
+			}
+			if err != nil {
 				return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
 			}
 			return k, nil
@@ -221,7 +237,7 @@ func Parse(s string) (Key, error) {
 			}
 		}
 	}
-	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic", ErrInvalid, clip(s))
+	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics", ErrInvalid, clip(s))
 }
 
 // clip keeps error texts short for long hostile inputs.

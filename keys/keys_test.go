@@ -30,7 +30,9 @@ func TestSlotVectors(t *testing.T) {
 	q := keys.MustQueue("orders")
 	j, err := q.Job(keys.NewJobID())
 	require.NoError(t, err)
-	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j} {
+	p, err := q.Periodic("eod.report")
+	require.NoError(t, err)
+	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics()} {
 		require.Equal(t, uint16(105), keys.Slot(k), "F5: every key of {orders} answers slot 105: %s", k)
 	}
 }
@@ -61,6 +63,11 @@ func TestNameRules(t *testing.T) {
 		require.ErrorIs(t, err, keys.ErrInvalid)
 		_, err = keys.TopicChannel(tc.name)
 		require.ErrorIs(t, err, keys.ErrInvalid)
+		_, err = keys.MustQueue("q").Periodic(tc.name)
+		require.ErrorIs(t, err, keys.ErrInvalid)
+		require.Contains(t, err.Error(), tc.rule, "a schedule name follows the name rule")
+		_, err = keys.Parse("emq:{q}:periodic:" + tc.name)
+		require.ErrorIs(t, err, keys.ErrInvalid, "%q", tc.name)
 	}
 }
 
@@ -100,6 +107,11 @@ func TestBuilders(t *testing.T) {
 
 	_, err = q.Job(keys.JobID{})
 	require.ErrorIs(t, err, keys.ErrInvalid, "the job-row builder refuses an unbranded id")
+	p, err := q.Periodic("eod.report")
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:periodic:eod.report", p)
+	require.Equal(t, "emq:{orders}:periodic:", q.PeriodicPrefix())
+	require.Equal(t, "emq:{orders}:periodics", q.Periodics())
 
 	tb := keys.MustTable("products")
 	require.Equal(t, "ecc:{products}", tb.Record())
@@ -113,13 +125,29 @@ func TestBuilders(t *testing.T) {
 	require.Panics(t, func() { keys.Table{}.Record() })
 	_, err = keys.Parse(q.JobPrefix())
 	require.Error(t, err, "a prefix is not a key")
+	_, err = keys.Parse(q.PeriodicPrefix())
+	require.Error(t, err, "a prefix is not a key")
+}
+
+func TestTypeNames(t *testing.T) {
+	t.Parallel()
+	for typ, want := range map[keys.Type]string{
+		keys.Row: "row", keys.Record: "record", keys.Inval: "inval", keys.Pending: "pending",
+		keys.Active: "active", keys.Schedule: "schedule", keys.Dead: "dead", keys.Meta: "meta",
+		keys.Wake: "wake", keys.Job: "job", keys.Unique: "uniq", keys.Topic: "topic",
+		keys.Periodic: "periodic", keys.Periodics: "periodics",
+	} {
+		require.Equal(t, want, typ.String())
+	}
+	require.Equal(t, "Type(0)", keys.Type(0).String())
+	require.Equal(t, "Type(99)", keys.Type(99).String())
 }
 
 // randomKey builds one random builder output and the Key it must parse to.
 func randomKey(r *rand.Rand) (string, keys.Key) {
 	name := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
 	q, t := keys.MustQueue(name), keys.MustTable(name)
-	switch r.IntN(12) {
+	switch r.IntN(14) {
 	case 0:
 		id := randomID(r)
 		k, _ := t.Row(id)
@@ -148,6 +176,12 @@ func randomKey(r *rand.Rand) (string, keys.Key) {
 		id := randomID(r)
 		k, _ := q.Unique(id)
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Unique, ID: id}
+	case 11:
+		sched := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
+		k, _ := q.Periodic(sched)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Periodic, ID: sched}
+	case 12:
+		return q.Periodics(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Periodics}
 	default:
 		k, _ := keys.TopicChannel(name)
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Topic}
@@ -187,6 +221,8 @@ func TestParseRefuses(t *testing.T) {
 		"emq:{q}:job:", "emq:{q}:job:JOB_x", "emq:{q}:job:" + strings.ToLower(id), "emq:{q}:uniq:",
 		"ecc:{t}:", "ecc:{t}x", "ecc:{t", "ecc:t:1", "ECC:{t}:1", "emq:{a b}:pending", "ecc:{t}:a\nb",
 		"other:{q}:pending", "emq:{q}:job:" + id + "x", "emq:{q}:job:JOB_8" + id[5:],
+		"emq:{q}:periodic:", "emq:{q}:periodic", "emq:{q}:periodicsx", "emq:{q}:periodic:a:b",
+		"emq:{q}:periodic:a b", "emq:{q}:periodic:" + strings.Repeat("x", 65), "emq:{q}:periodic:{a}",
 	} {
 		_, err := keys.Parse(s)
 		require.ErrorIs(t, err, keys.ErrInvalid, "%q", s)
@@ -197,6 +233,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("emq:{orders}:pending")
 	f.Add("ecc:{t}:id")
 	f.Add("emq:{q}:job:" + keys.NewJobID().String())
+	f.Add("emq:{q}:periodic:eod.report")
+	f.Add("emq:{q}:periodics")
 	f.Fuzz(func(t *testing.T, s string) {
 		k, err := keys.Parse(s)
 		if err != nil {

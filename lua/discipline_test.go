@@ -191,7 +191,7 @@ func TestKeyDisciplineCatchesStrays(t *testing.T) {
 func TestHeaders(t *testing.T) {
 	t.Parallel()
 	fill := strings.NewReplacer("<q>", "orders", "<table>", "orders", "<topic>", "orders",
-		"<id>", keys.NewJobID().String(), "<JOB id>", keys.NewJobID().String(), "<key>", "k")
+		"<id>", keys.NewJobID().String(), "<JOB id>", keys.NewJobID().String(), "<key>", "k", "<name>", "eod")
 	for _, s := range lua.All() {
 		require.NotEmpty(t, s.Header.Summary, s.Name)
 		require.NotEmpty(t, s.Header.Keys, "%s declares no KEYS", s.Name)
