@@ -34,8 +34,8 @@ type SchedulerConfig struct {
 	// Handles, when set, says whether a task kind has a handler: a fired task whose kind it
 	// does not handle (or a payload that is no task envelope) is logged at Warn and counted
 	// in SchedulerStats.UnknownKind. The job is enqueued all the same: another deployment may
-	// handle the kind. Answer it from the kinds the queue's Worker registers, so that a
-	// schedule no worker can run is noticed where it fires.
+	// handle the kind. Pass the queue's [Worker.Handles], so that a schedule no worker can
+	// run is noticed where it fires.
 	Handles func(kind string) bool
 	// Logger receives the scheduler's warnings and errors. Default slog.Default().
 	Logger *slog.Logger

@@ -221,7 +221,12 @@ func TestSchedulerHandles(t *testing.T) {
 	} {
 		require.NoError(t, b.DeclarePeriodic(ctx, name, p))
 	}
-	s := newScheduler(t, b, bus.SchedulerConfig{Queue: name, Handles: func(kind string) bool { return kind == "known" },
+	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: name})
+	require.NoError(t, err)
+	require.NoError(t, bus.HandleRaw(w, "known", func(context.Context, *bus.Task[[]byte]) error { return nil }, nil))
+	require.True(t, w.Handles("known"))
+	require.False(t, w.Handles("other"))
+	s := newScheduler(t, b, bus.SchedulerConfig{Queue: name, Handles: w.Handles,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	last := lastOf(t, c, q, "known")
 	tick := (last/1000 + 1) * 1000
@@ -229,7 +234,7 @@ func TestSchedulerHandles(t *testing.T) {
 		setLast(t, c, q, n, last) // one tick for all three
 	}
 	valkeytest.Eventually(t, 10*time.Second, "the next second", func() bool { return serverMillis(t, c) > tick })
-	_, err := s.Pass(ctx)
+	_, err = s.Pass(ctx)
 	require.NoError(t, err)
 	st := s.Stats()
 	require.Equal(t, int64(3), st.Fired)

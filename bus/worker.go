@@ -373,6 +373,15 @@ func (w *Worker) Close(ctx context.Context) error {
 	return fmt.Errorf("bus: closing the worker of queue %s: running handlers were cancelled: %w", w.q.Name(), ctx.Err())
 }
 
+// Handles reports whether a handler is registered for kind; pass it as
+// [SchedulerConfig.Handles] so a schedule whose kind this worker cannot run is reported
+// where it fires.
+func (w *Worker) Handles(kind string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.handlers[kind] != nil
+}
+
 // Stats returns the worker's counters.
 func (w *Worker) Stats() WorkerStats {
 	s := &w.stats
