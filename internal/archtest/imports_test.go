@@ -40,6 +40,7 @@ var allowed = map[string][]string{
 	"bench":                 {},
 	"bench/cmd/benchreport": {"bench"},
 	"examples/jobs":         {"bus", "keys"},
+	"examples/periodic":     {"bus"},
 	"examples/quickstart":   {"cache", "tables"},
 }
 
