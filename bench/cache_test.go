@@ -138,6 +138,34 @@ func BenchmarkCacheMissFill(b *testing.B) {
 	}
 }
 
+// BenchmarkCompareMissFill interleaves a miss-and-fill (as BenchmarkCacheMissFill) with the
+// raw cache-aside miss of BenchmarkValkeyMissFill (GET nil, then SET PX of a new id), so the
+// ratio of the two survives the machine's noise.
+func BenchmarkCompareMissFill(b *testing.B) {
+	t := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off})
+	c := valkeytest.Shared(b).Client(b)
+	raw := benchTable(b)
+	val := valkey.BinaryString(SampleRowJSON(rowID))
+	ctx := context.Background()
+	b.ReportAllocs()
+	var ours, base int64
+	Compare(b, Side{Name: "fill", Op: func(b *testing.B) {
+		ours++
+		if _, err := t.Get(ctx, ours); err != nil {
+			b.Fatal(err)
+		}
+	}}, Side{Name: "raw", Op: func(b *testing.B) {
+		base++
+		key := raw.RowPrefix() + strconv.FormatInt(base, 10)
+		if err := c.Do(ctx, c.B().Get().Key(key).Build()).Error(); !valkey.IsValkeyNil(err) {
+			b.Fatalf("GET %s: want a miss, got %v", key, err)
+		}
+		if err := c.Do(ctx, c.B().Set().Key(key).Value(val).Px(rowTTL).Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+	}})
+}
+
 // BenchmarkCacheGetMany: GetMany of 100 ids whose rows are in L2 (L1 off): one MGET and the
 // decodes.
 func BenchmarkCacheGetMany(b *testing.B) {
