@@ -74,10 +74,10 @@ func TestInvalidQueueNames(t *testing.T) {
 // leave no partial writes, checked by scanning the keyspace.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx := context.Background()
-		c := tg.client
-		name := uniqueName(t)
+		c := tg.Client
+		name := valkeytest.TestName(t)
 		q := keys.MustQueue(name)
 		b := newBus(t, c, bus.Config{MaxPayload: 64})
 		// keyspace is the queue's keys: after a refused call it must be what it was.
@@ -207,10 +207,10 @@ func (s state) without(key string) state {
 }
 
 // snapshot dumps every key of queue name: type and content (scores included for sets).
-func snapshot(t *testing.T, tg target, name string) state {
+func snapshot(t *testing.T, tg valkeytest.Target, name string) state {
 	t.Helper()
 	ctx := context.Background()
-	c := tg.client
+	c := tg.Client
 	out := state{}
 	for _, k := range scanAll(t, c, "{"+name+"}") {
 		typ, err := c.Do(ctx, c.B().Type().Key(k).Build()).ToString()

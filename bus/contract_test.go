@@ -134,11 +134,11 @@ func rawErr(err error) string {
 // verb; each step must give the same result, and the two keyspaces must end up the same.
 func TestProtocolContract(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx := context.Background()
-		c := tg.client
+		c := tg.Client
 		b := newBus(t, c, bus.Config{})
-		qa, qb := uniqueName(t)+".go", uniqueName(t)+".raw"
+		qa, qb := valkeytest.TestName(t)+".go", valkeytest.TestName(t)+".raw"
 		la, lb := labels{}, labels{}
 		raw := map[string]rawScript{}
 		for _, name := range []string{"enqueue", "claim", "complete", "fail", "extend", "snooze", "promote", "reap",
@@ -456,7 +456,7 @@ func setName(t keys.Type) string {
 }
 
 // normalized is snapshot with the queue's name and its job ids replaced by labels.
-func normalized(t *testing.T, tg target, name string, l labels) []string {
+func normalized(t *testing.T, tg valkeytest.Target, name string, l labels) []string {
 	t.Helper()
 	var out []string
 	for k, v := range snapshot(t, tg, name) {

@@ -20,7 +20,7 @@ import (
 // EMQSTALE and the row survives; the holder of token 2 retires the row and nothing remains.
 func TestCrashDrill(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 
 		enq, err := b.Enqueue(ctx, name, []byte("drill"), nil)
@@ -88,7 +88,7 @@ func TestCrashDrill(t *testing.T) {
 // grammar keys; no second index anywhere.
 func TestOrderDividend(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 
 		var ids []keys.JobID
@@ -153,7 +153,7 @@ func compare(a, b string) int {
 // the lease; a schedule score is the run-at.
 func TestRowShape(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		enq, err := b.Enqueue(ctx, name, []byte("shape"), nil)
 		require.NoError(t, err)

@@ -24,7 +24,7 @@ func TestDurability(t *testing.T) {
 	c := cluster.Client(t)
 	b := newBus(t, c, bus.Config{})
 	ctx := context.Background()
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	q := keys.MustQueue(name)
 
 	primary := cluster.PrimaryForSlot(keys.Slot(q.Pending()))
@@ -100,7 +100,7 @@ func TestDurabilityStandalone(t *testing.T) {
 				c = valkeytest.Start(t, tc.opts...).Client(t)
 			}
 			b := newBus(t, c, bus.Config{})
-			name := uniqueName(t)
+			name := valkeytest.TestName(t)
 			enq, err := b.Enqueue(ctx, name, []byte("x"), &bus.EnqueueOpts{Ack: tc.ack})
 			if tc.wantErr == nil {
 				require.NoError(t, err)

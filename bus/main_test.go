@@ -2,8 +2,6 @@ package bus_test
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,36 +16,12 @@ import (
 
 func TestMain(m *testing.M) { valkeytest.Main(m) }
 
-// target is one deployment the protocol suite runs against.
-type target struct {
-	name   string
-	client valkey.Client
-}
-
-// onTargets runs fn as parallel subtests against the shared standalone server and the shared
-// loopback cluster, so every protocol case holds on both.
-func onTargets(t *testing.T, fn func(t *testing.T, tg target)) {
-	t.Helper()
-	for _, name := range []string{"standalone", "cluster"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			var c valkey.Client
-			if name == "cluster" {
-				c = valkeytest.SharedCluster(t).Client(t)
-			} else {
-				c = valkeytest.Shared(t).Client(t)
-			}
-			fn(t, target{name: name, client: c})
-		})
-	}
-}
-
 // setup is the start of a protocol test on one target: a context, the target's client, a
 // Bus over it with cfg, and a queue name (with its keys) that no other test uses.
-func setup(t *testing.T, tg target, cfg bus.Config) (context.Context, valkey.Client, *bus.Bus, string, keys.Queue) {
+func setup(t *testing.T, tg valkeytest.Target, cfg bus.Config) (context.Context, valkey.Client, *bus.Bus, string, keys.Queue) {
 	t.Helper()
-	name := uniqueName(t)
-	return context.Background(), tg.client, newBus(t, tg.client, cfg), name, keys.MustQueue(name)
+	name := valkeytest.TestName(t)
+	return context.Background(), tg.Client, newBus(t, tg.Client, cfg), name, keys.MustQueue(name)
 }
 
 // newPlainClient is a standalone client that the caller closes (valkeytest's clients close
@@ -62,26 +36,6 @@ func newBus(t *testing.T, c valkey.Client, cfg bus.Config) *bus.Bus {
 	b, err := bus.New(c, cfg)
 	require.NoError(t, err)
 	return b
-}
-
-// uniqueName derives a queue or topic name from the test's name: [A-Za-z0-9_.-], at most 64
-// bytes (long names keep a hash suffix so they stay unique).
-func uniqueName(t *testing.T) string {
-	t.Helper()
-	var b strings.Builder
-	for _, c := range t.Name() {
-		if c < 128 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			b.WriteRune(c)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	name := b.String()
-	if len(name) > keys.MaxNameLen {
-		sum := sha1.Sum([]byte(name))
-		name = name[:keys.MaxNameLen-9] + "." + hex.EncodeToString(sum[:4])
-	}
-	return name
 }
 
 // serverMillis reads the server's clock as the scripts do.

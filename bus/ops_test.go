@@ -33,7 +33,7 @@ func jobIDs(jobs []bus.Job) []keys.JobID {
 // payload; a claim of more than is pending takes the rest; then nothing.
 func TestClaimMany(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, _, b, name, _ := setup(t, tg, bus.Config{})
 		out, err := b.EnqueueBatch(ctx, name, payloads(10, "p"), nil)
 		require.NoError(t, err)
@@ -61,7 +61,7 @@ func TestClaimMany(t *testing.T) {
 // producers keep enqueueing; resume wakes idle workers; both are idempotent.
 func TestPauseResume(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		wakeLen := func() int64 {
 			n, err := c.Do(ctx, c.B().Llen().Key(q.Wake()).Build()).AsInt64()
@@ -95,7 +95,7 @@ func TestPauseResume(t *testing.T) {
 // none until promote makes it pending; an idle worker blocked on the list wakes on enqueue.
 func TestWakeMarker(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		wake := func() []string {
 			l, err := c.Do(ctx, c.B().Lrange().Key(q.Wake()).Start(0).Stop(-1).Build()).AsStrSlice()
@@ -152,7 +152,7 @@ func TestWakeMarker(t *testing.T) {
 // reason, each one it lost; lost jobs are not written.
 func TestExtend(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		_, err := b.EnqueueBatch(ctx, name, payloads(4, "e"), nil)
 		require.NoError(t, err)
@@ -206,7 +206,7 @@ func TestExtend(t *testing.T) {
 // old token fenced out.
 func TestSnooze(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{MaxAttempts: 1})
 		enq, err := b.Enqueue(ctx, name, []byte("zz"), nil)
 		require.NoError(t, err)
@@ -240,7 +240,7 @@ func TestSnooze(t *testing.T) {
 // with their state and left alone; an unknown job is ErrNotFound.
 func TestCancel(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		pending, err := b.Enqueue(ctx, name, []byte("p"), nil)
 		require.NoError(t, err)
@@ -291,7 +291,7 @@ func TestCancel(t *testing.T) {
 // oldest; browse reads dead newest-first.
 func TestDeadOperations(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, _, b, name, _ := setup(t, tg, bus.Config{MaxAttempts: 1})
 		out, err := b.EnqueueBatch(ctx, name, payloads(5, "d"), nil)
 		require.NoError(t, err)
@@ -342,7 +342,7 @@ func TestDeadOperations(t *testing.T) {
 // a mint-time range selects by the ids alone.
 func TestBrowse(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, _, b, name, _ := setup(t, tg, bus.Config{})
 		// Five batches of five, each minted in a later millisecond than the one before.
 		var batches [][]keys.JobID
@@ -401,7 +401,7 @@ func TestBrowse(t *testing.T) {
 // the complete is refused the claim still happens and both outcomes come back.
 func TestCompleteAndClaim(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 		out, err := b.EnqueueBatch(ctx, name, payloads(5, "c"), nil)
 		require.NoError(t, err)
@@ -429,7 +429,7 @@ func TestCompleteAndClaim(t *testing.T) {
 // PromoteLimit of them, and none with a negative limit; jobs not yet due stay scheduled.
 func TestClaimPromotesFirst(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 		start := serverMillis(t, c)
 		due, err := b.EnqueueBatch(ctx, name, payloads(5, "due"), &bus.EnqueueOpts{Delay: 20 * time.Millisecond})

@@ -22,7 +22,7 @@ import (
 func periodicSetup(t *testing.T) (context.Context, valkey.Client, *bus.Bus, string, keys.Queue) {
 	t.Helper()
 	c := valkeytest.Shared(t).Client(t)
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	return context.Background(), c, newBus(t, c, bus.Config{}), name, keys.MustQueue(name)
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/topic"
 )
@@ -19,7 +20,7 @@ import (
 // through the bus, as a bus.Event that is a topic.Event.
 func TestPublishSubscribe(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 		events := make(chan bus.Event, 16)
 		sub, err := b.Subscribe(ctx, []string{name}, func(e bus.Event) { events <- e })
@@ -56,7 +57,7 @@ func TestPublishSubscribe(t *testing.T) {
 // alike; the bus's Config reaches the topics (MaxPayload here).
 func TestPubSubErrors(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, _, b, name, q := setup(t, tg, bus.Config{MaxPayload: 64})
 
 		_, err := b.Publish(ctx, name, bytes.Repeat([]byte("x"), 65))
@@ -85,7 +86,7 @@ func TestPubSubErrors(t *testing.T) {
 		require.ErrorIs(t, err, bus.ErrInvalid)
 		require.ErrorIs(t, err, topic.ErrInvalid)
 
-		_, err = bus.New(tg.client, bus.Config{SubscribeBuffer: -1})
+		_, err = bus.New(tg.Client, bus.Config{SubscribeBuffer: -1})
 		require.ErrorIs(t, err, bus.ErrInvalid)
 	})
 }

@@ -21,7 +21,7 @@ import (
 // brings it back with attempts kept; purge leaves no row.
 func TestRetries(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
 		require.NoError(t, b.SetMaxAttempts(ctx, name, 3))
 
@@ -125,7 +125,7 @@ func TestRetries(t *testing.T) {
 // jobs move each job exactly once.
 func TestConcurrentHousekeeping(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		const half, batch = 5000, 500
 
@@ -224,7 +224,7 @@ func TestConcurrentHousekeeping(t *testing.T) {
 // TTL.
 func TestIdempotency(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 
 		const callers = 100

@@ -140,7 +140,7 @@ func TestSchedulerKill(t *testing.T) {
 	c := srv.Client(t)
 	b := newBus(t, c, bus.Config{})
 	ctx := context.Background()
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	q := keys.MustQueue(name)
 	d, killEvery := soakDuration(), 3*time.Second
 	if os.Getenv("EMQ_SOAK") == "1" {

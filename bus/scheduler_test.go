@@ -273,7 +273,7 @@ func TestSchedulerLifecycle(t *testing.T) {
 // with one job per tick.
 func TestSchedulerTargets(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		require.NoError(t, b.DeclarePeriodic(ctx, name, bus.Periodic{Name: "p", Every: 100 * time.Millisecond, Kind: "k", Missed: bus.MissedCatchUp}))
 		declared := lastOf(t, c, q, "p")

@@ -54,7 +54,7 @@ func TestWorkerCloseUnderLoad(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	b := newBus(t, c, bus.Config{})
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	ids := enqueueTasks(t, b, name, "work", 300, "")
 	done := &completions{n: map[keys.JobID]int{}}
 	newW := func() *bus.Worker {
@@ -96,7 +96,7 @@ func TestWorkerCloseDeadline(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	b := newBus(t, c, bus.Config{})
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	ids := enqueueTasks(t, b, name, "block", 20, "")
 	causes := make(chan error, 20)
 	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: name, Concurrency: 8, Logger: quiet})
@@ -142,7 +142,7 @@ func TestWorkerCloseServerStopped(t *testing.T) {
 	t.Parallel()
 	srv := valkeytest.Start(t)
 	b := newBus(t, srv.Client(t), bus.Config{})
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	ids := enqueueTasks(t, b, name, "block", 8, "")
 	done := &completions{n: map[keys.JobID]int{}}
 	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: name, Concurrency: 4, Lease: time.Second, Logger: quiet, OnEvent: done.hook})

@@ -470,7 +470,7 @@ func TestProtocolModel(t *testing.T) {
 	t.Parallel()
 	c := valkeytest.Shared(t).Client(t)
 	b := newBus(t, c, bus.Config{})
-	base := uniqueName(t)
+	base := valkeytest.TestName(t)
 	rapid.Check(t, func(t *rapid.T) {
 		name := base + "." + strconv.FormatInt(modelSeq.Add(1), 10)
 		m := &model{t: t, ctx: context.Background(), c: c, b: b, name: name, q: keys.MustQueue(name), jobs: map[string]*mJob{}}

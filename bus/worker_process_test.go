@@ -202,7 +202,7 @@ func TestWorkerKill(t *testing.T) {
 	c := srv.Client(t)
 	b := newBus(t, c, bus.Config{})
 	ctx := context.Background()
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	q := keys.MustQueue(name)
 	n, kills := crashSettings()
 	const (
@@ -311,7 +311,7 @@ func zombieCase(t *testing.T, env []string, want string) {
 	c := srv.Client(t)
 	b := newBus(t, c, bus.Config{})
 	ctx := context.Background()
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	const lease = time.Second
 	ids := enqueueTasks(t, b, name, "work", 4, "")
 	zombie := startProc(t, srv.Addr, name, "zombie", lease, 3*time.Second, 4, true, env...)

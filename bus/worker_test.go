@@ -132,7 +132,7 @@ func TestWorkerConfigErrors(t *testing.T) {
 	_, err = bus.NewWorker(b, bus.WorkerConfig{Queue: "q", Concurrency: -1})
 	require.ErrorIs(t, err, bus.ErrInvalid)
 
-	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: uniqueName(t)})
+	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: valkeytest.TestName(t)})
 	require.NoError(t, err)
 	require.ErrorIs(t, w.Start(), bus.ErrInvalid, "no handler")
 	noop := func(context.Context, *bus.Task[args]) error { return nil }
@@ -147,7 +147,7 @@ func TestWorkerConfigErrors(t *testing.T) {
 	require.NoError(t, w.Close(context.Background()), "twice")
 	require.ErrorIs(t, w.Start(), bus.ErrWorkerClosed)
 
-	never, err := bus.NewWorker(b, bus.WorkerConfig{Queue: uniqueName(t)})
+	never, err := bus.NewWorker(b, bus.WorkerConfig{Queue: valkeytest.TestName(t)})
 	require.NoError(t, err)
 	require.NoError(t, never.Close(context.Background()), "never started")
 }
@@ -157,7 +157,7 @@ func TestWorkerConfigErrors(t *testing.T) {
 // a Snooze error.
 func TestWorkerHandlerPanic(t *testing.T) {
 	t.Parallel()
-	ctx, _, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
 	events := make(chan bus.JobEvent, 100)
 	w := startWorker(t, b, bus.WorkerConfig{
 		Queue: name, MaxAttempts: 3, Backoff: func(int64) time.Duration { return time.Millisecond },
@@ -219,7 +219,7 @@ func TestWorkerHandlerPanic(t *testing.T) {
 func TestWorkerHeartbeatShorterThanLease(t *testing.T) {
 	t.Parallel()
 	b := newBus(t, valkeytest.Shared(t).Client(t), bus.Config{Lease: 10 * time.Second})
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	for _, tc := range []struct {
 		name string
 		cfg  bus.WorkerConfig
@@ -272,7 +272,7 @@ func TestConfigNamesTheField(t *testing.T) {
 // counters and events to match.
 func TestWorkerOutcomes(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		var mu sync.Mutex
 		events := map[bus.JobEventType]int{}
@@ -381,7 +381,7 @@ func TestWorkerOutcomes(t *testing.T) {
 // handlers run at once (and 8 do, so the bound is what limits), and each job completes once.
 func TestWorkerConcurrencyBound(t *testing.T) {
 	t.Parallel()
-	ctx, _, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
 	var now, peak atomic.Int64
 	var mu sync.Mutex
 	seen := map[int]int{}
@@ -418,7 +418,7 @@ func TestWorkerConcurrencyBound(t *testing.T) {
 // at a time.
 func TestWorkerPickupLatency(t *testing.T) {
 	t.Parallel()
-	ctx, _, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
 	started := make(chan time.Time, 1)
 	for range 2 {
 		startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: 4}, func(w *bus.Worker) {
@@ -457,7 +457,7 @@ func TestWorkerIdleCommands(t *testing.T) {
 	srv := valkeytest.Start(t)
 	c := srv.Client(t)
 	b := newBus(t, c, bus.Config{})
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	w := startWorker(t, b, bus.WorkerConfig{Queue: name}, func(w *bus.Worker) {
 		bus.MustHandle(w, "never", func(ctx context.Context, task *bus.Task[args]) error { return nil }, nil)
 	})
@@ -512,7 +512,7 @@ func TestWorkerIdleCommands(t *testing.T) {
 // schedule's head), well before its wake timeout, without any marker.
 func TestWorkerScheduledWake(t *testing.T) {
 	t.Parallel()
-	ctx, c, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	ctx, c, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
 	// Scheduled before the worker starts: its first claim finds nothing, reads the
 	// schedule's head and arms its timer for the run-at; no marker will come (a scheduled
 	// job pushes none) and housekeeping is off, so only the timer can wake it in time.
@@ -543,7 +543,7 @@ func TestWorkerScheduledWake(t *testing.T) {
 // t.Parallel: the 200 ms lease is what the test is about, and the crash tests' worker
 // processes, which run in parallel, load the machine enough to stall a loop that long.
 func TestWorkerHeartbeat(t *testing.T) {
-	ctx, c, b, name, q := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	ctx, c, b, name, q := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
 	tokens := make(chan int64, 4)
 	var extended atomic.Int64
 	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Lease: 200 * time.Millisecond, HousekeepInterval: -1,
@@ -604,7 +604,7 @@ func TestWorkerHeartbeat(t *testing.T) {
 // runs again under a new token.
 func TestWorkerLeaseLost(t *testing.T) {
 	t.Parallel()
-	ctx, c, b, name, q := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	ctx, c, b, name, q := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
 	started := make(chan struct{}, 1)
 	causes := make(chan error, 1)
 	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Lease: 200 * time.Millisecond, HousekeepInterval: -1}, func(w *bus.Worker) {
@@ -651,7 +651,7 @@ func TestWorkerLeaseLost(t *testing.T) {
 // long heartbeats would keep the lease, and the job is retried.
 func TestWorkerTimeout(t *testing.T) {
 	t.Parallel()
-	ctx, _, b, name, _ := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
 	causes := make(chan error, 4)
 	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Lease: time.Minute, MaxAttempts: 2, Backoff: func(int64) time.Duration { return 0 }}, func(w *bus.Worker) {
 		bus.MustHandle(w, "stuck", func(ctx context.Context, task *bus.Task[args]) error {
@@ -679,7 +679,7 @@ func TestWorkerTimeout(t *testing.T) {
 // writes nothing.
 func TestCompleteMany(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
 		_, err := b.EnqueueBatch(ctx, name, payloads(3, "p"), nil)
 		require.NoError(t, err)
@@ -722,7 +722,7 @@ func (upperCodec) Unmarshal(data []byte, v any) error {
 // worker's slog lines tell what happened to jobs.
 func TestWorkerCodecAndLog(t *testing.T) {
 	t.Parallel()
-	ctx, c, b, name, q := setup(t, target{client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	ctx, c, b, name, q := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
 	var logMu sync.Mutex
 	var logBuf strings.Builder
 	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
@@ -765,7 +765,7 @@ func TestWorkerDamagedQueue(t *testing.T) {
 	srv := valkeytest.Start(t)
 	c := srv.Client(t)
 	b := newBus(t, c, bus.Config{})
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	q := keys.MustQueue(name)
 	require.NoError(t, c.Do(context.Background(), c.B().Set().Key(q.Pending()).Value("not a zset").Build()).Error())
 	startWorker(t, b, bus.WorkerConfig{Queue: name, WakeTimeout: 500 * time.Millisecond}, func(w *bus.Worker) {

@@ -81,7 +81,7 @@ func TestBadSubscribe(t *testing.T) {
 	_, err := tp.SubscribeChannels(ctx, nil, func(topic.Event) {})
 	require.ErrorIs(t, err, topic.ErrInvalid)
 	require.ErrorContains(t, err, "no channels")
-	_, err = tp.Subscribe(ctx, []string{uniqueName(t)}, nil)
+	_, err = tp.Subscribe(ctx, []string{valkeytest.TestName(t)}, nil)
 	require.ErrorIs(t, err, topic.ErrInvalid)
 	require.ErrorContains(t, err, "nil handler")
 }
@@ -92,7 +92,7 @@ func TestTooLarge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := valkeytest.Shared(t).Client(t)
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	rec := newRecorder()
 	sub, err := newTopics(t, c, topic.Config{}).Subscribe(ctx, []string{name}, rec.handle)
 	require.NoError(t, err)

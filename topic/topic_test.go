@@ -78,10 +78,10 @@ func messages(events []topic.Event) []string {
 // afterwards arrives in order with its topic name.
 func TestPublishSubscribe(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx := context.Background()
-		tp := newTopics(t, tg.client, topic.Config{})
-		base := uniqueName(t)
+		tp := newTopics(t, tg.Client, topic.Config{})
+		base := valkeytest.TestName(t)
 		topics := []string{base[:min(len(base), 60)] + ".a", base[:min(len(base), 60)] + ".b"}
 		slotA, slotB := keys.Slot(mustTopic(t, topics[0])), keys.Slot(mustTopic(t, topics[1]))
 		require.NotEqual(t, slotA, slotB, "the topics should land on different slots")
@@ -91,7 +91,7 @@ func TestPublishSubscribe(t *testing.T) {
 		require.NoError(t, err)
 		defer sub.Close()
 		wantConns := 1
-		if tg.name == "cluster" {
+		if tg.Name == "cluster" {
 			wantConns = 2
 		}
 		events := rec.waitFor(t, "subscribed", func(ev []topic.Event) bool { return count(ev, topic.Subscribed) == wantConns })
@@ -144,7 +144,7 @@ func mustTopic(t *testing.T, name string) string {
 // invalidation channels (keys.Table.Inval) and refuses every other string.
 func TestSubscribeChannels(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, tp, name := setup(t, tg, topic.Config{})
 		table := keys.MustTable(name)
 		q := keys.MustQueue(name)
@@ -183,7 +183,7 @@ func TestResubscribeAfterClientKill(t *testing.T) {
 	admin := srv.Client(t)
 	tp := newTopics(t, c, topic.Config{})
 	ctx := context.Background()
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 
 	rec := newRecorder()
 	sub, err := tp.Subscribe(ctx, []string{name}, rec.handle)
@@ -219,11 +219,11 @@ func TestResubscribeAfterClientKill(t *testing.T) {
 // stream; the handler never blocks valkey-go's reader, so later messages still arrive.
 func TestOverflow(t *testing.T) {
 	t.Parallel()
-	onTargets(t, func(t *testing.T, tg target) {
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx := context.Background()
 		const buffer, sent = 4, 20
-		tp := newTopics(t, tg.client, topic.Config{SubscribeBuffer: buffer})
-		name := uniqueName(t)
+		tp := newTopics(t, tg.Client, topic.Config{SubscribeBuffer: buffer})
+		name := valkeytest.TestName(t)
 
 		release := make(chan struct{})
 		rec := newRecorder()
@@ -297,9 +297,9 @@ func TestSubscriptionCloseLeaksNothing(t *testing.T) {
 	tp := newTopics(t, c, topic.Config{})
 	ctx := context.Background()
 	rec := newRecorder()
-	sub, err := tp.Subscribe(ctx, []string{uniqueName(t)}, rec.handle)
+	sub, err := tp.Subscribe(ctx, []string{valkeytest.TestName(t)}, rec.handle)
 	require.NoError(t, err)
-	_, err = tp.Publish(ctx, uniqueName(t), []byte("x"))
+	_, err = tp.Publish(ctx, valkeytest.TestName(t), []byte("x"))
 	require.NoError(t, err)
 	rec.waitFor(t, "the message", func(ev []topic.Event) bool { return count(ev, topic.Message) == 1 })
 	sub.Close()
@@ -315,7 +315,7 @@ func TestResubscribeAfterFailover(t *testing.T) {
 	c := cluster.Client(t)
 	tp := newTopics(t, c, topic.Config{})
 	ctx := context.Background()
-	name := uniqueName(t)
+	name := valkeytest.TestName(t)
 	slot := keys.Slot(mustTopic(t, name))
 
 	rec := newRecorder()

@@ -1,8 +1,15 @@
 package valkeytest
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/keys"
 )
 
 // Eventually polls cond every 2 ms until it holds, and fails the test when d passes first.
@@ -17,4 +24,50 @@ func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// Target is one deployment a test runs against: the shared standalone server or the shared
+// loopback cluster.
+type Target struct {
+	Name   string // "standalone" or "cluster"
+	Client valkey.Client
+}
+
+// OnTargets runs fn as parallel subtests against the shared standalone server and the shared
+// loopback cluster, so a protocol case is shown to hold on both.
+func OnTargets(t *testing.T, fn func(t *testing.T, tg Target)) {
+	t.Helper()
+	for _, name := range []string{"standalone", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var c valkey.Client
+			if name == "cluster" {
+				c = SharedCluster(t).Client(t)
+			} else {
+				c = Shared(t).Client(t)
+			}
+			fn(t, Target{Name: name, Client: c})
+		})
+	}
+}
+
+// TestName derives a queue, topic or table name from the test's name: [A-Za-z0-9_.-], at most
+// 64 bytes (a long name keeps a hash suffix so it stays unique). Subtests get names of their
+// own; one test asking twice gets the same name.
+func TestName(t testing.TB) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range t.Name() {
+		if c < 128 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	name := b.String()
+	if len(name) > keys.MaxNameLen {
+		sum := sha1.Sum([]byte(name))
+		name = name[:keys.MaxNameLen-9] + "." + hex.EncodeToString(sum[:4])
+	}
+	return name
 }
