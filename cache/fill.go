@@ -30,7 +30,8 @@ func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fill
 		}
 		return *r.Val.(*V), nil
 	case <-ctx.Done():
-		return zero, ctx.Err()
+		// The fill goes on for the others; this caller's error says what it waited for.
+		return zero, fmt.Errorf("cache: table %s: waiting for the fill of %q: %w", t.spec.Name, idStr, ctx.Err())
 	}
 }
 
@@ -170,10 +171,12 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 	v, delta, err := t.callLoader(ctx, id, idStr)
 	switch {
 	case err == nil:
-		payload, err := t.codec.Marshal(v)
+		payload, err := t.encode(v, idStr)
 		if err != nil {
+			// A codec that fails, or panics, must not leave the lease for every process to
+			// wait out.
 			t.release(ctx, key, token)
-			return nil, fmt.Errorf("cache: table %s: encoding %q: %w", t.spec.Name, idStr, err)
+			return nil, err
 		}
 		px := t.jitter(t.spec.TTL)
 		sent := t.clk.precise()
@@ -210,6 +213,16 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		t.release(ctx, key, token)
 		return nil, err
 	}
+}
+
+// encode runs the table's codec on v, turning a panic into an error, so a fill that holds a
+// lease always gets to release it.
+func (t *Table[K, V]) encode(v V, idStr string) ([]byte, error) {
+	payload, err := protect("codec of table "+t.spec.Name, func() ([]byte, error) { return t.codec.Marshal(v) })
+	if err != nil {
+		return nil, fmt.Errorf("cache: table %s: encoding %q: %w", t.spec.Name, idStr, err)
+	}
+	return payload, nil
 }
 
 // wallExpiry is when a row written now with px expires, in unix ms by this host's clock: the

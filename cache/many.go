@@ -164,9 +164,9 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		case res.err != nil:
 			errs = append(errs, res.err)
 		case res.found:
-			payload, err := t.codec.Marshal(res.v)
+			payload, err := t.encode(res.v, idStrs[i])
 			if err != nil {
-				res.err = fmt.Errorf("cache: table %s: encoding %q: %w", t.spec.Name, idStrs[i], err)
+				res.err = err // the empty row below releases the lease
 				errs = append(errs, res.err)
 				continue
 			}
