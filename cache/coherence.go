@@ -182,12 +182,19 @@ type record struct {
 	seq    int64
 }
 
+// readRecords reads the records of tss in one pipeline, bounded by the longest L2Timeout of
+// their tables (it is one round trip for all of them).
 func (co *coherence) readRecords(ctx context.Context, tss []*tableState) ([]record, error) {
 	recordKeys := make([]string, len(tss))
+	var d time.Duration
 	for i, ts := range tss {
 		recordKeys[i] = ts.keys.Record()
+		d = max(d, ts.core.declared().Spec.L2Timeout)
 	}
-	return co.c.fetchRecords(ctx, recordKeys)
+	bctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	recs, err := co.c.fetchRecords(bctx, recordKeys)
+	return recs, l2outcome(ctx, bctx, d, err)
 }
 
 // handle runs on the subscription's delivery goroutine, never on the connection's reader:

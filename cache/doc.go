@@ -62,6 +62,12 @@
 // install, deleting the entry if an invalidation slipped in; every L2 fill is fenced by its
 // lease token, which Set and Invalidate remove.
 //
+// Bounded L2: every L2 operation on the read path (the row read, a fill's reads, lease and
+// write, GetMany's MGET, the reconcile's record reads) runs under the table's own
+// tables.Spec.L2Timeout (default 250 ms), whatever the caller's deadline, and fails with
+// [ErrL2] and [ErrL2Timeout] past it. A caller's own cancellation or earlier deadline is
+// reported as the caller's (context.Canceled, context.DeadlineExceeded), never as ErrL2.
+//
 // Stale-on-error (opt-in, tables.Spec.StaleOnError): when L2 or the loader fails, a Get
 // answers the id's last L1 value if it was read at most StaleOnError ago, counted in
 // [Stats].StaleServed. The stale value lives only in L1: invalidated, flushed or evicted

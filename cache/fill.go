@@ -100,10 +100,10 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 			}
 			continue
 		case rowAbsent:
-			acquired, cur, err = t.c.tryLease(ctx, key, token, t.spec.LeaseTTL())
+			acquired, cur, err = t.tryLease(ctx, key, token, t.spec.LeaseTTL())
 		default: // unreadable: another version, corrupt bytes, a payload that does not decode
 			t.st.corrupt.Add(1)
-			acquired, err = t.c.reclaim(ctx, key, rd.val, token, t.spec.LeaseTTL())
+			acquired, err = t.reclaim(ctx, key, rd.val, token, t.spec.LeaseTTL())
 		}
 		if err != nil {
 			return nil, t.fillErr(ctx, idStr, "taking the fill lease", err)
@@ -132,7 +132,7 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 func (t *Table[K, V]) readForFill(ctx context.Context, key string, stripe uint32) (fillRead, error) {
 	g := t.gens.read(stripe) // before the read: an invalidation after this refuses the install
 	sent := t.clk.precise()
-	val, exists, ttl, err := t.c.readRow(ctx, key, true)
+	val, exists, ttl, err := t.readRow(ctx, key, true)
 	return fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, readAt: sent}, err
 }
 
@@ -146,7 +146,7 @@ func (t *Table[K, V]) readForFill(ctx context.Context, key string, stripe uint32
 func (t *Table[K, V]) blockedBy(ctx context.Context, key string, g gen, sent int64, cur string) (fillRead, error) {
 	rd := fillRead{rowRead: rowRead{val: cur, exists: true, ttl: pttlUnread}, g: g, readAt: sent}
 	if k := parseRow(cur).kind; t.needTTL() && (k == rowValue || k == rowNotFound) {
-		n, err := t.c.readPTTL(ctx, key)
+		n, err := t.readPTTL(ctx, key)
 		if err != nil {
 			return rd, err
 		}
@@ -180,7 +180,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		}
 		px := t.jitter(t.spec.TTL)
 		sent := t.clk.precise()
-		written, err := t.c.finishFill(ctx, key, token, valueRow(token, delta, wallExpiry(px), payload), px)
+		written, err := t.finishFill(ctx, key, token, valueRow(token, delta, wallExpiry(px), payload), px)
 		switch {
 		case err != nil:
 			// The value is good; only L2 did not take it. The caller gets it, L1 does not.
@@ -198,7 +198,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		}
 		px := t.jitter(t.spec.NegativeTTL)
 		sent := t.clk.precise()
-		written, err := t.c.finishFill(ctx, key, token, notFoundRow(delta), px)
+		written, err := t.finishFill(ctx, key, token, notFoundRow(delta), px)
 		switch {
 		case err != nil:
 			t.c.log.Warn("cache: writing a not-found row failed", "table", t.spec.Name, "id", idStr, "err", err)
@@ -231,7 +231,7 @@ func wallExpiry(px time.Duration) int64 { return time.Now().UnixMilli() + pxMill
 
 // release gives a lease (or refresh claim) back, best effort: if it fails, the lease expires.
 func (t *Table[K, V]) release(ctx context.Context, key, token string) {
-	if _, err := t.c.finishFill(ctx, key, token, "", 0); err != nil {
+	if _, err := t.finishFill(ctx, key, token, "", 0); err != nil {
 		t.c.log.Warn("cache: releasing a fill lease failed", "table", t.spec.Name, "key", key, "err", err)
 	}
 }

@@ -50,7 +50,7 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 		gens[i] = t.gens.read(stripeOf(id, t.ops))
 	}
 	sent := t.clk.precise()
-	rows, err := t.c.readRows(ctx, keys, t.needTTL())
+	rows, err := t.readRows(ctx, keys, t.needTTL())
 	if err != nil {
 		return out, err
 	}
@@ -124,7 +124,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 	for j, i := range absent {
 		absentKeys[j] = keys[i]
 	}
-	acquired, lerr := t.c.leaseMany(ctx, absentKeys, token, t.spec.LeaseTTL())
+	acquired, lerr := t.leaseMany(ctx, absentKeys, token, t.spec.LeaseTTL())
 	for j, i := range absent {
 		if acquired[j] {
 			held = append(held, i)
@@ -134,7 +134,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 	}
 	for _, i := range unreadable {
 		t.st.corrupt.Add(1)
-		ok, err := t.c.reclaim(ctx, keys[i], rows[i].val, token, t.spec.LeaseTTL())
+		ok, err := t.reclaim(ctx, keys[i], rows[i].val, token, t.spec.LeaseTTL())
 		switch {
 		case err != nil:
 			lerr = errors.Join(lerr, err)
@@ -177,7 +177,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		}
 	}
 	wsent := t.clk.precise()
-	written, werrs := t.c.finishMany(ctx, wkeys, token, wrows, pxs)
+	written, werrs := t.finishMany(ctx, wkeys, token, wrows, pxs)
 	for j, i := range held {
 		res := &results[j]
 		if res.err != nil {

@@ -322,7 +322,7 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	}
 	g := t.gens.read(stripeOf(id, t.ops))
 	sent := t.clk.precise()
-	val, exists, ttl, err := t.c.readRow(ctx, key, t.needTTL())
+	val, exists, ttl, err := t.readRow(ctx, key, t.needTTL())
 	if err != nil {
 		return zero, TierNone, err
 	}

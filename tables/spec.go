@@ -24,6 +24,7 @@ const (
 	DefaultLoaderTimeout    = 5 * time.Second
 	DefaultEarlyRefreshBeta = 1.0
 	DefaultStaleTimeout     = 250 * time.Millisecond
+	DefaultL2Timeout        = 250 * time.Millisecond
 )
 
 // L1CountersPerEntry is how many admission counters (ristretto's NumCounters) an L1 keeps
@@ -105,6 +106,16 @@ type Spec struct {
 	// waits for Valkey and the loader before it answers the stale value (the fill goes on in
 	// the background). Default DefaultStaleTimeout (250 ms); ignored when StaleOnError is 0.
 	StaleTimeout time.Duration
+
+	// L2Timeout bounds each L2 operation on the read path (a Get's read of the row, a
+	// fill's reads, lease and write, GetMany's MGET, the reconcile's record reads) on its
+	// own, whatever the caller's deadline: a Valkey that does not answer costs a read at
+	// most this per operation (valkey-go retries reads on a broken connection until the
+	// context ends, so without it a read without a deadline would wait for ever). An
+	// operation cut short fails with cache.ErrL2 and cache.ErrL2Timeout; a caller's own
+	// earlier deadline or cancellation is reported as the caller's. Default DefaultL2Timeout
+	// (250 ms); at least 1 ms.
+	L2Timeout time.Duration
 }
 
 // Resolve validates s and returns it with every zero field replaced by its default. The
@@ -173,6 +184,12 @@ func (s Spec) Resolve() (Spec, error) {
 		s.StaleTimeout = DefaultStaleTimeout
 	case s.StaleTimeout < time.Millisecond:
 		return Spec{}, bad("StaleTimeout", "at least 1ms", s.StaleTimeout)
+	}
+	switch {
+	case s.L2Timeout == 0:
+		s.L2Timeout = DefaultL2Timeout
+	case s.L2Timeout < time.Millisecond:
+		return Spec{}, bad("L2Timeout", "at least 1ms", s.L2Timeout)
 	}
 	return s, nil
 }

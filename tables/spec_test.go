@@ -28,6 +28,7 @@ func TestResolveDefaults(t *testing.T) {
 		LoaderTimeout:    tables.DefaultLoaderTimeout,
 		EarlyRefreshBeta: tables.DefaultEarlyRefreshBeta,
 		StaleTimeout:     tables.DefaultStaleTimeout,
+		L2Timeout:        tables.DefaultL2Timeout,
 	}, s)
 	require.False(t, s.StaleEnabled(), "stale-on-error is opt-in")
 	require.True(t, s.L1Enabled())
@@ -58,7 +59,7 @@ func TestResolveKeepsExplicitValues(t *testing.T) {
 	t.Parallel()
 	in := tables.Spec{Name: "t", TTL: 300 * time.Millisecond, Jitter: 0.25, L1TTL: time.Second, NegativeTTL: 5 * time.Millisecond,
 		L1MaxEntries: 7, LoaderTimeout: 2 * time.Millisecond, EarlyRefreshBeta: 2.5,
-		StaleOnError: 3 * time.Second, StaleTimeout: 20 * time.Millisecond}
+		StaleOnError: 3 * time.Second, StaleTimeout: 20 * time.Millisecond, L2Timeout: 40 * time.Millisecond}
 	s, err := in.Resolve()
 	require.NoError(t, err)
 	require.Equal(t, in, s)
@@ -87,6 +88,8 @@ func TestResolveRefuses(t *testing.T) {
 		{"negative beta", tables.Spec{Name: "t", EarlyRefreshBeta: -2}, "EarlyRefreshBeta"},
 		{"infinite beta", tables.Spec{Name: "t", EarlyRefreshBeta: math.Inf(1)}, "EarlyRefreshBeta"},
 		{"negative StaleOnError", tables.Spec{Name: "t", StaleOnError: -time.Second}, "StaleOnError"},
+		{"sub-ms L2Timeout", tables.Spec{Name: "t", L2Timeout: time.Microsecond}, "L2Timeout"},
+		{"negative L2Timeout", tables.Spec{Name: "t", L2Timeout: -time.Second}, "L2Timeout"},
 		{"sub-ms StaleTimeout", tables.Spec{Name: "t", StaleOnError: time.Second, StaleTimeout: time.Microsecond}, "StaleTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
