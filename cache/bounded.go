@@ -18,7 +18,9 @@ func (t *Table[K, V]) l2ctx(ctx context.Context) (context.Context, context.Cance
 
 // l2done classifies err, the result of one L2 operation run under bctx = l2ctx(ctx).
 func (t *Table[K, V]) l2done(ctx, bctx context.Context, err error) error {
-	return l2outcome(ctx, bctx, t.spec.L2Timeout, err)
+	err = l2outcome(ctx, bctx, t.spec.L2Timeout, err)
+	t.c.brk.observe(err)
+	return err
 }
 
 func (t *Table[K, V]) readRow(ctx context.Context, key string, withTTL bool) (string, bool, pttl, error) {

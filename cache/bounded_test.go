@@ -21,7 +21,7 @@ func TestL2TimeoutBoundsReads(t *testing.T) {
 	const l2Timeout = 100 * time.Millisecond
 	srv := valkeytest.Start(t)
 	src := &source{}
-	spec := tables.Spec{L2Timeout: l2Timeout}
+	spec := tables.Spec{L2Timeout: l2Timeout, DegradedLoads: tables.Off}
 	tbl := newTable(t, newCache(t, srv.Client(t)), spec, src)
 	require.NoError(t, srv.Stop())
 	t.Cleanup(func() { _ = srv.Continue() })

@@ -88,6 +88,9 @@ type tableState struct {
 	preEpoch string
 	preSeq   int64
 
+	// degradedSince is when the table entered degraded mode (unix ns), 0 when it is not in it.
+	degradedSince atomic.Int64
+
 	sent, received, gaps, flushes, reconciles atomic.Int64
 	delayN, delaySum, delayMax                atomic.Int64 // propagation, ns
 }
@@ -194,7 +197,17 @@ func (co *coherence) readRecords(ctx context.Context, tss []*tableState) ([]reco
 	bctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	recs, err := co.c.fetchRecords(bctx, recordKeys)
-	return recs, l2outcome(ctx, bctx, d, err)
+	err = l2outcome(ctx, bctx, d, err)
+	co.c.brk.observe(err)
+	return recs, err
+}
+
+// wake makes the background loop look at its state again (the breaker opened: it probes).
+func (co *coherence) wake() {
+	select {
+	case co.kick <- struct{}{}:
+	default:
+	}
 }
 
 // handle runs on the subscription's delivery goroutine, never on the connection's reader:
@@ -399,18 +412,24 @@ func (co *coherence) run() {
 	defer close(co.done)
 	tick := time.NewTicker(co.period)
 	defer tick.Stop()
+	probe := time.NewTimer(co.c.brk.probe)
+	defer probe.Stop()
 	for {
 		var which []*tableState
+		// While the breaker is open, every table is reconciled each probe interval: the
+		// record read is the probe, and the reconcile that succeeds settles the tables.
+		var probing <-chan time.Time
+		if !co.c.brk.allow() {
+			probe.Reset(co.c.brk.probe)
+			probing = probe.C
+		}
 		select {
 		case <-co.stop:
 			return
 		case <-tick.C:
-			co.mu.Lock()
-			for _, ts := range co.byName {
-				which = append(which, ts)
-			}
-			clear(co.pending)
-			co.mu.Unlock()
+			which = co.all()
+		case <-probing:
+			which = co.all()
 		case <-co.kick:
 			co.mu.Lock()
 			for ts := range co.pending {
@@ -421,6 +440,18 @@ func (co *coherence) run() {
 		}
 		co.reconcile(which)
 	}
+}
+
+// all is every tracked table; the pending checks it covers are cleared.
+func (co *coherence) all() []*tableState {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	which := make([]*tableState, 0, len(co.byName))
+	for _, ts := range co.byName {
+		which = append(which, ts)
+	}
+	clear(co.pending)
+	return which
 }
 
 // reconcile reads the records of tss (pipelined: one round trip, per slot on a cluster) and
@@ -449,6 +480,14 @@ func (co *coherence) reconcile(tss []*tableState) {
 		co.c.log.Warn("cache: reconcile: reading coherence records failed", "err", err)
 		return
 	}
+	// Valkey answered: an open breaker closes, and each table leaves degraded mode once its
+	// record is settled below (flushed if it moved while nothing could be confirmed).
+	co.c.brk.close()
+	defer func() {
+		for _, ts := range synced {
+			ts.leaveDegraded(co.c.log)
+		}
+	}()
 	var moved []int
 	for i, ts := range synced {
 		ts.reconciles.Add(1)
@@ -495,6 +534,9 @@ func (ts *tableState) fillStats(s *Stats) {
 	s.Gaps = ts.gaps.Load()
 	s.Flushes = ts.flushes.Load()
 	s.Reconciles = ts.reconciles.Load()
+	if since := ts.degradedSince.Load(); since != 0 {
+		s.Degraded, s.DegradedSince = true, time.Unix(0, since)
+	}
 	s.PropagationCount = ts.delayN.Load()
 	s.PropagationTotal = time.Duration(ts.delaySum.Load())
 	s.PropagationMax = time.Duration(ts.delayMax.Load())

@@ -68,6 +68,23 @@
 // [ErrL2] and [ErrL2Timeout] past it. A caller's own cancellation or earlier deadline is
 // reported as the caller's (context.Canceled, context.DeadlineExceeded), never as ErrL2.
 //
+// Degraded mode (on by default; tables.Spec.DegradedLoads): when L2 fails or times out on
+// a read, the read is answered by the loader instead of failing, single-flight per id and
+// with at most DegradedLoads (default 4) loader calls of the table at once in the process,
+// so the database behind the cache is not stampeded; nothing is written to L2, and the
+// result stays in L1 for at most min(L1TTL, DegradedL1TTL) (default 1 s), since no
+// invalidation can be confirmed meanwhile. A circuit breaker per [Cache] opens after
+// [Config].BreakerFailures (default 3) L2 failures in a row: reads then skip L2 rather than
+// pay the L2 timeout each, and every [Config].BreakerProbe (default 500 ms) the reconcile
+// reads the coherence records; the first read that succeeds closes the breaker and settles
+// each table (flushing its L1 if its record moved) before it leaves degraded mode.
+// [Stats].Degraded, DegradedSince, DegradedLoads and BreakerOpens, and a log line on each
+// change, tell when a table was degraded and for how long. In the outage test (Valkey
+// SIGSTOPped 5 s under 12 readers) every Get was answered within two L2 timeouts plus the
+// loader's time, with the loader at most DegradedLoads deep, and the table left degraded
+// mode about 0.2 s after Valkey came back: which is why it is on by default. With it off,
+// reads fail with [ErrL2] ([ErrL2Unavailable] while the breaker is open).
+//
 // Stale-on-error (opt-in, tables.Spec.StaleOnError): when L2 or the loader fails, a Get
 // answers the id's last L1 value if it was read at most StaleOnError ago, counted in
 // [Stats].StaleServed. The stale value lives only in L1: invalidated, flushed or evicted

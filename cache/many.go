@@ -49,9 +49,18 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 		keys[i] = k
 		gens[i] = t.gens.read(stripeOf(id, t.ops))
 	}
+	if !t.c.brk.allow() {
+		if t.spec.DegradedEnabled() {
+			return out, t.degradedMany(ctx, rest, out, ErrL2Unavailable)
+		}
+		return out, t.unavailable(idStrs[0])
+	}
 	sent := t.clk.precise()
 	rows, err := t.readRows(ctx, keys, t.needTTL())
 	if err != nil {
+		if t.degrades(ctx, err) {
+			return out, t.degradedMany(ctx, rest, out, err)
+		}
 		return out, err
 	}
 	var absent, unreadable, others []int

@@ -56,9 +56,12 @@ type Table[K ID, V any] struct {
 	batch BatchLoader[K, V]
 	codec Codec[V]
 
-	sf   singleflight.Group // fills, keyed by id
-	gens generations
-	st   tableStats
+	sf  singleflight.Group // fills, keyed by id
+	dsf singleflight.Group // degraded loads, keyed by id
+	// degradedSlots bounds the degraded loads running at once (DegradedLoads).
+	degradedSlots chan struct{}
+	gens          generations
+	st            tableStats
 
 	refreshMu  sync.Mutex
 	refreshing map[string]int64 // id -> do not start another refresh before this time
@@ -103,7 +106,7 @@ type tableStats struct {
 	l2Hits, misses, loads, loadErrors, loadNanos atomic.Int64
 	fillsRefused, installsRefused, corrupt       atomic.Int64
 	earlyRefreshes, leaseWaits, leaseTakeovers   atomic.Int64
-	staleServed                                  atomic.Int64
+	staleServed, degradedLoads                   atomic.Int64
 }
 
 // Stats are a table's counters since it was made.
@@ -137,6 +140,16 @@ type Stats struct {
 	// StaleServed counts Gets of a stale-on-error table answered with a stale L1 value
 	// because Valkey or the loader failed (see tables.Spec.StaleOnError).
 	StaleServed int64
+
+	// Degraded tells whether the table is in degraded mode (see tables.Spec.DegradedLoads):
+	// L2 failed on a read since the last reconcile that settled the table, or the cache's
+	// breaker is open. DegradedSince is when it entered it (zero when not degraded).
+	// DegradedLoads counts loader calls made in degraded mode; BreakerOpens counts the
+	// times the Cache's circuit breaker opened (the same figure for every table of a Cache).
+	Degraded      bool
+	DegradedSince time.Time
+	DegradedLoads int64
+	BreakerOpens  int64
 
 	// InvalidationsSent counts invalidation messages this process published for the table
 	// (one per Set, per Invalidate batch, per InvalidateAll); InvalidationsReceived those its
@@ -188,6 +201,7 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 	}
 	_, err := c.register(spec, func(decl tables.Table) (tableCore, error) {
 		t.decl, t.spec = decl, decl.Spec
+		t.degradedSlots = make(chan struct{}, max(t.spec.DegradedLoads, 0))
 		if t.spec.L1Enabled() {
 			l1, err := ristretto.NewCache(&ristretto.Config[K, *entry[V]]{
 				NumCounters:        tables.L1CountersPerEntry * t.spec.L1MaxEntries, // bounded by tables.MaxL1MaxEntries
@@ -320,10 +334,19 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	if t.c.isClosed() {
 		return zero, TierNone, ErrClosed
 	}
+	if !t.c.brk.allow() {
+		if t.spec.DegradedEnabled() {
+			return t.degradedGet(ctx, id, idStr, ErrL2Unavailable)
+		}
+		return zero, TierNone, t.unavailable(idStr)
+	}
 	g := t.gens.read(stripeOf(id, t.ops))
 	sent := t.clk.precise()
 	val, exists, ttl, err := t.readRow(ctx, key, t.needTTL())
 	if err != nil {
+		if t.degrades(ctx, err) {
+			return t.degradedGet(ctx, id, idStr, err)
+		}
 		return zero, TierNone, err
 	}
 	if exists {
@@ -335,6 +358,9 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	// it, so an invalidation since then refuses the fill's install as it would this one's.
 	rd := fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, readAt: sent}
 	v, err := t.fill(ctx, id, idStr, key, rd)
+	if err != nil && t.degrades(ctx, err) {
+		return t.degradedGet(ctx, id, idStr, err)
+	}
 	return v, TierFill, err
 }
 
@@ -492,6 +518,8 @@ func (t *Table[K, V]) stats() Stats {
 		LeaseWaits:      t.st.leaseWaits.Load(),
 		LeaseTakeovers:  t.st.leaseTakeovers.Load(),
 		StaleServed:     t.st.staleServed.Load(),
+		DegradedLoads:   t.st.degradedLoads.Load(),
+		BreakerOpens:    t.c.brk.opens.Load(),
 	}
 	t.cs.fillStats(&s)
 	return s
@@ -536,11 +564,12 @@ type Tier uint8
 
 // The tiers, fastest first.
 const (
-	TierNone  Tier = iota // no tier answered: the read failed before reaching one
-	TierL1                // the in-process L1
-	TierL2                // the L2 row in Valkey
-	TierFill              // a fill: this process's loader, or another filler's result awaited
-	TierStale             // stale-on-error: the last L1 value, served because L2 or the loader failed
+	TierNone     Tier = iota // no tier answered: the read failed before reaching one
+	TierL1                   // the in-process L1
+	TierL2                   // the L2 row in Valkey
+	TierFill                 // a fill: this process's loader, or another filler's result awaited
+	TierStale                // stale-on-error: the last L1 value, served because L2 or the loader failed
+	TierDegraded             // degraded mode: this process's loader, because L2 failed or the breaker is open
 )
 
 func (t Tier) String() string {
@@ -553,6 +582,8 @@ func (t Tier) String() string {
 		return "loader"
 	case TierStale:
 		return "stale"
+	case TierDegraded:
+		return "degraded"
 	}
 	return "none"
 }

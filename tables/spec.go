@@ -25,6 +25,8 @@ const (
 	DefaultEarlyRefreshBeta = 1.0
 	DefaultStaleTimeout     = 250 * time.Millisecond
 	DefaultL2Timeout        = 250 * time.Millisecond
+	DefaultDegradedLoads    = 4
+	DefaultDegradedL1TTL    = time.Second
 )
 
 // L1CountersPerEntry is how many admission counters (ristretto's NumCounters) an L1 keeps
@@ -116,6 +118,21 @@ type Spec struct {
 	// earlier deadline or cancellation is reported as the caller's. Default DefaultL2Timeout
 	// (250 ms); at least 1 ms.
 	L2Timeout time.Duration
+
+	// DegradedLoads switches degraded mode and bounds it: when L2 fails or times out on a
+	// read (or the cache's circuit breaker is open), the read is answered by the loader
+	// (single-flight per id, nothing written to L2), with at most DegradedLoads loader calls
+	// of this table at once in this process, so a cache outage does not stampede the
+	// database; a read that waits longer than L2Timeout for a slot fails with
+	// cache.ErrDegradedBusy. Default DefaultDegradedLoads (4); Off turns degraded mode off
+	// (L2 failures are returned to the caller).
+	DegradedLoads int
+
+	// DegradedL1TTL bounds how long a degraded load's result stays in L1: while L2 is
+	// unreachable no invalidation can be confirmed, so the entry lives min(L1TTL,
+	// DegradedL1TTL). Default DefaultDegradedL1TTL (1 second); Off keeps degraded results
+	// out of L1.
+	DegradedL1TTL time.Duration
 }
 
 // Resolve validates s and returns it with every zero field replaced by its default. The
@@ -191,8 +208,26 @@ func (s Spec) Resolve() (Spec, error) {
 	case s.L2Timeout < time.Millisecond:
 		return Spec{}, bad("L2Timeout", "at least 1ms", s.L2Timeout)
 	}
+	switch {
+	case s.DegradedLoads == 0:
+		s.DegradedLoads = DefaultDegradedLoads
+	case s.DegradedLoads == Off:
+	case s.DegradedLoads < 0:
+		return Spec{}, bad("DegradedLoads", "a positive number of loads, or tables.Off", s.DegradedLoads)
+	}
+	switch {
+	case s.DegradedL1TTL == 0:
+		s.DegradedL1TTL = DefaultDegradedL1TTL
+	case s.DegradedL1TTL == Off:
+	case s.DegradedL1TTL < time.Millisecond:
+		return Spec{}, bad("DegradedL1TTL", "at least 1ms, or tables.Off", s.DegradedL1TTL)
+	}
 	return s, nil
 }
+
+// DegradedEnabled reports whether a resolved spec answers reads from the loader when L2
+// fails.
+func (s Spec) DegradedEnabled() bool { return s.DegradedLoads > 0 }
 
 // StaleEnabled reports whether a resolved spec serves stale values on error.
 func (s Spec) StaleEnabled() bool { return s.StaleOnError > 0 && s.L1TTL > 0 }
