@@ -137,6 +137,10 @@ type tableCore interface {
 	closeL1()
 	// attach gives the table its coherence state once it is declared.
 	attach(ts *tableState)
+	// pendingCount and retryPending: invalidations that did not reach Valkey, sent when
+	// it answers again.
+	pendingCount() int
+	retryPending(ctx context.Context) error
 }
 
 // New makes a Cache over client. The client should be made with DisableCache: true unless

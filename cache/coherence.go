@@ -482,6 +482,15 @@ func (co *coherence) reconcile(tss []*tableState) {
 	}
 	// Valkey answered: an open breaker closes, and each table leaves degraded mode once its
 	// record is settled below (flushed if it moved while nothing could be confirmed).
+	// Invalidations refused during an outage go first, before reads return to L2: their
+	// rows may hold values the database no longer has.
+	for _, ts := range synced {
+		if ts.core.pendingCount() != 0 {
+			if err := ts.core.retryPending(ctx); err != nil {
+				co.c.log.Warn("cache: reconcile: sending pending invalidations failed", "table", ts.name, "err", err)
+			}
+		}
+	}
 	co.c.brk.close()
 	defer func() {
 		for _, ts := range synced {

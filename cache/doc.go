@@ -85,6 +85,13 @@
 // mode about 0.2 s after Valkey came back: which is why it is on by default. With it off,
 // reads fail with [ErrL2] ([ErrL2Unavailable] while the breaker is open).
 //
+// Writes during an outage: a Set, Invalidate or InvalidateAll that cannot reach Valkey (or
+// meets an open breaker, then it fails at once) returns its error, and the table also
+// remembers the ids, up to tables.Spec.MaxPendingInvalidations (default 10,000; past it, a
+// whole-table invalidation is owed instead); the first reconcile that finds Valkey
+// answering sends them, before reads return to L2, so other processes drop values the
+// database no longer has ([Stats].PendingInvalidations).
+//
 // Stale-on-error (opt-in, tables.Spec.StaleOnError): when L2 or the loader fails, a Get
 // answers the id's last L1 value if it was read at most StaleOnError ago, counted in
 // [Stats].StaleServed. The stale value lives only in L1: invalidated, flushed or evicted

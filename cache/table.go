@@ -70,6 +70,8 @@ type Table[K ID, V any] struct {
 
 	cs *tableState // coherence: set once at declaration
 
+	pending pendingInvals // invalidations that did not reach Valkey, sent when it answers
+
 	// hooks for tests; nil in production.
 	hookAfterRead     func(id string) // after each L2 read a fill acts on (the miss's, a lease reply, its own), before it acts
 	hookJoined        func(id string) // after a caller joined (or started) a fill
@@ -150,6 +152,9 @@ type Stats struct {
 	DegradedSince time.Time
 	DegradedLoads int64
 	BreakerOpens  int64
+	// PendingInvalidations is how many ids wait to be invalidated because their Set or
+	// Invalidate could not reach Valkey; -1 when a whole-table invalidation is owed.
+	PendingInvalidations int
 
 	// InvalidationsSent counts invalidation messages this process published for the table
 	// (one per Set, per Invalidate batch, per InvalidateAll); InvalidationsReceived those its
@@ -202,6 +207,7 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 	_, err := c.register(spec, func(decl tables.Table) (tableCore, error) {
 		t.decl, t.spec = decl, decl.Spec
 		t.degradedSlots = make(chan struct{}, max(t.spec.DegradedLoads, 0))
+		t.pending.max = t.spec.MaxPendingInvalidations
 		if t.spec.L1Enabled() {
 			l1, err := ristretto.NewCache(&ristretto.Config[K, *entry[V]]{
 				NumCounters:        tables.L1CountersPerEntry * t.spec.L1MaxEntries, // bounded by tables.MaxL1MaxEntries
@@ -520,6 +526,8 @@ func (t *Table[K, V]) stats() Stats {
 		StaleServed:     t.st.staleServed.Load(),
 		DegradedLoads:   t.st.degradedLoads.Load(),
 		BreakerOpens:    t.c.brk.opens.Load(),
+
+		PendingInvalidations: t.pending.count(),
 	}
 	t.cs.fillStats(&s)
 	return s

@@ -27,6 +27,8 @@ const (
 	DefaultL2Timeout        = 250 * time.Millisecond
 	DefaultDegradedLoads    = 4
 	DefaultDegradedL1TTL    = time.Second
+
+	DefaultMaxPendingInvalidations = 10_000
 )
 
 // L1CountersPerEntry is how many admission counters (ristretto's NumCounters) an L1 keeps
@@ -133,6 +135,13 @@ type Spec struct {
 	// DegradedL1TTL). Default DefaultDegradedL1TTL (1 second); Off keeps degraded results
 	// out of L1.
 	DegradedL1TTL time.Duration
+
+	// MaxPendingInvalidations bounds the ids a table remembers from invalidations (Set,
+	// Invalidate) that could not reach Valkey; they are sent when Valkey answers again, so
+	// other processes drop their copies. Past the bound the table owes one whole-table
+	// invalidation (InvalidateAll) instead, sent the same way. Default
+	// DefaultMaxPendingInvalidations (10,000).
+	MaxPendingInvalidations int
 }
 
 // Resolve validates s and returns it with every zero field replaced by its default. The
@@ -221,6 +230,12 @@ func (s Spec) Resolve() (Spec, error) {
 	case s.DegradedL1TTL == Off:
 	case s.DegradedL1TTL < time.Millisecond:
 		return Spec{}, bad("DegradedL1TTL", "at least 1ms, or tables.Off", s.DegradedL1TTL)
+	}
+	switch {
+	case s.MaxPendingInvalidations == 0:
+		s.MaxPendingInvalidations = DefaultMaxPendingInvalidations
+	case s.MaxPendingInvalidations < 0:
+		return Spec{}, bad("MaxPendingInvalidations", "a positive number of ids", s.MaxPendingInvalidations)
 	}
 	return s, nil
 }

@@ -31,6 +31,8 @@ func TestResolveDefaults(t *testing.T) {
 		L2Timeout:        tables.DefaultL2Timeout,
 		DegradedLoads:    tables.DefaultDegradedLoads,
 		DegradedL1TTL:    tables.DefaultDegradedL1TTL,
+
+		MaxPendingInvalidations: tables.DefaultMaxPendingInvalidations,
 	}, s)
 	require.True(t, s.DegradedEnabled(), "degraded mode is on by default")
 	require.False(t, s.StaleEnabled(), "stale-on-error is opt-in")
@@ -66,7 +68,7 @@ func TestResolveKeepsExplicitValues(t *testing.T) {
 	in := tables.Spec{Name: "t", TTL: 300 * time.Millisecond, Jitter: 0.25, L1TTL: time.Second, NegativeTTL: 5 * time.Millisecond,
 		L1MaxEntries: 7, LoaderTimeout: 2 * time.Millisecond, EarlyRefreshBeta: 2.5,
 		StaleOnError: 3 * time.Second, StaleTimeout: 20 * time.Millisecond, L2Timeout: 40 * time.Millisecond,
-		DegradedLoads: 2, DegradedL1TTL: 300 * time.Millisecond}
+		DegradedLoads: 2, DegradedL1TTL: 300 * time.Millisecond, MaxPendingInvalidations: 5}
 	s, err := in.Resolve()
 	require.NoError(t, err)
 	require.Equal(t, in, s)
@@ -99,6 +101,7 @@ func TestResolveRefuses(t *testing.T) {
 		{"negative L2Timeout", tables.Spec{Name: "t", L2Timeout: -time.Second}, "L2Timeout"},
 		{"negative DegradedLoads", tables.Spec{Name: "t", DegradedLoads: -2}, "DegradedLoads"},
 		{"sub-ms DegradedL1TTL", tables.Spec{Name: "t", DegradedL1TTL: time.Microsecond}, "DegradedL1TTL"},
+		{"negative MaxPendingInvalidations", tables.Spec{Name: "t", MaxPendingInvalidations: -1}, "MaxPendingInvalidations"},
 		{"sub-ms StaleTimeout", tables.Spec{Name: "t", StaleOnError: time.Second, StaleTimeout: time.Microsecond}, "StaleTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
