@@ -172,7 +172,9 @@ func TestEpochChange(t *testing.T) {
 			t.Cleanup(cb.Close)
 			// After the fault, b misses every message: only the epoch check can save it.
 			cb.SetHookMessage(func(string, []byte) bool { mu.Lock(); defer mu.Unlock(); return !drop })
-			spec := tables.Spec{Name: tableName(t)}
+			// Set is the truth here, not the loader: degraded mode, which serves the loader
+			// while L2 fails, is off.
+			spec := tables.Spec{Name: tableName(t), DegradedLoads: tables.Off}
 			a, err := cache.NewTable(ca, spec, src.load, nil)
 			require.NoError(t, err)
 			b, err := cache.NewTable(cb, spec, src.load, nil)

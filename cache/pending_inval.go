@@ -42,6 +42,16 @@ func (p *pendingInvals) add(ids ...string) {
 	}
 }
 
+// done forgets ids whose invalidation reached Valkey since (a later Set or Invalidate of
+// them): its message told every process, so retrying would only delete a good row.
+func (p *pendingInvals) done(ids ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		delete(p.ids, id)
+	}
+}
+
 // addAll owes a whole-table invalidation.
 func (p *pendingInvals) addAll() {
 	p.mu.Lock()

@@ -38,6 +38,7 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 		t.remember(err, idStr)
 		return fmt.Errorf("cache: table %s: Set %q: %w", t.spec.Name, idStr, err)
 	}
+	t.pending.done(idStr)
 	t.cs.sent.Add(1)
 	return nil
 }
@@ -74,6 +75,7 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 			errs = append(errs, err)
 			continue
 		}
+		t.pending.done(batch...)
 		t.cs.sent.Add(1)
 	}
 	for _, id := range ids {
@@ -105,6 +107,7 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 		}
 		return fmt.Errorf("cache: table %s: InvalidateAll: %w", t.spec.Name, err)
 	}
+	t.pending.take() // the whole table was invalidated: nothing owed is left
 	t.cs.sent.Add(1)
 	return nil
 }
