@@ -46,15 +46,18 @@
 // Writes and coherence across processes: [Table.Set] (write-through) and [Table.Invalidate]
 // are one script each (cache_set, cache_invalidate) that writes or deletes the rows, bumps
 // the table's sequence in its coherence record ecc:{<table>} and SPUBLISHes the invalidation
-// (epoch, sequence, server time, ids) on the table's channel, all on the table's slot;
+// (epoch, sequence, the previous write's token and this one's, server time, ids) on the
+// table's channel, all on the table's slot;
 // [Table.InvalidateAll] deletes every row and starts a new epoch. The writer drops its own
 // L1 entry before the call returns. Each [Cache] holds one sharded pub/sub subscription
 // (package topic; the cache does not depend on the job queue of package bus) for all its
 // tables: a message drops its ids; a sequence gap, an epoch change (InvalidateAll, or a
 // record lost to FLUSHALL or a restart without persistence), a queue overflow, or a
 // resubscribe or reconcile (every [Config].ReconcileInterval, default 5 s) that finds the
-// sequence moved past what was received flushes that table's L1. Nothing missed, no flush;
-// a lost message costs at most one reconcile interval. Until a table's subscription is
+// sequence moved past what was received flushes that table's L1, and so does a sequence
+// that went back in time (Valkey restored from a snapshot, a lagging replica promoted: the
+// chained tokens tell it even once new writes pushed the sequence past where it was).
+// Nothing missed, no flush; a lost message costs at most one reconcile interval. Until a table's subscription is
 // confirmed its L1 takes nothing.
 //
 // Fill races: every L1 install passes through one method that refuses an id whose
@@ -83,7 +86,9 @@
 // SIGSTOPped 5 s under 12 readers) every Get was answered within two L2 timeouts plus the
 // loader's time, with the loader at most DegradedLoads deep, and the table left degraded
 // mode about 0.2 s after Valkey came back: which is why it is on by default. With it off,
-// reads fail with [ErrL2] ([ErrL2Unavailable] while the breaker is open).
+// reads fail with [ErrL2] ([ErrL2Unavailable] while the breaker is open). Degraded mode
+// assumes the loader reads the source of truth; a table whose truth is what Set wrote (its
+// loader a fallback that may be older) should turn it off.
 //
 // Writes during an outage: a Set, Invalidate or InvalidateAll that cannot reach Valkey (or
 // meets an open breaker, then it fails at once) returns its error, and the table also

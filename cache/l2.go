@@ -294,12 +294,12 @@ func (c *Cache) finishMany(ctx context.Context, keys []string, token string, row
 	return written, errs
 }
 
-// fetchRecords reads coherence records (HMGET epoch seq), pipelined in one round trip (valkey-go
+// fetchRecords reads coherence records (HMGET epoch seq last), pipelined in one round trip (valkey-go
 // splits it per slot on a cluster).
 func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record, error) {
 	cmds := make(valkey.Commands, len(recordKeys))
 	for i, k := range recordKeys {
-		cmds[i] = c.client.B().Hmget().Key(k).Field("epoch", "seq").Build()
+		cmds[i] = c.client.B().Hmget().Key(k).Field("epoch", "seq", "last").Build()
 	}
 	out := make([]record, len(recordKeys))
 	for i, r := range c.client.DoMulti(ctx, cmds...) {
@@ -307,8 +307,8 @@ func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record
 		if err != nil {
 			return nil, l2err("HMGET", recordKeys[i], err)
 		}
-		if len(arr) != 2 {
-			return nil, l2err("HMGET", recordKeys[i], fmt.Errorf("%d replies for 2 fields", len(arr)))
+		if len(arr) != 3 {
+			return nil, l2err("HMGET", recordKeys[i], fmt.Errorf("%d replies for 3 fields", len(arr)))
 		}
 		epoch, exists, err := stringReply(arr[0])
 		if err != nil {
@@ -320,6 +320,9 @@ func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record
 		out[i] = record{exists: true, epoch: epoch}
 		if s, ok, err := stringReply(arr[1]); err == nil && ok {
 			out[i].seq, _ = strconv.ParseInt(s, 10, 64)
+		}
+		if s, ok, err := stringReply(arr[2]); err == nil && ok {
+			out[i].last = s
 		}
 	}
 	return out, nil

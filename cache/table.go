@@ -163,6 +163,10 @@ type Stats struct {
 	InvalidationsReceived int64
 	// Gaps counts messages that skipped sequence numbers: invalidations were lost.
 	Gaps int64
+	// Regressions counts messages and reconciles that found the table's sequence gone back
+	// in time (Valkey restored from a snapshot, a replica that lagged promoted): the
+	// invalidations after the restored point were lost, so each flushed the table's L1.
+	Regressions int64
 	// Flushes counts whole-table L1 flushes the coherence made: on a gap, an epoch change
 	// (InvalidateAll, or a record lost to FLUSHALL or a restart), a subscriber overflow, or
 	// a resubscribe or reconcile that found the sequence moved past what was received.
