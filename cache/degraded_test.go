@@ -126,9 +126,12 @@ func TestOutageDegradedMode(t *testing.T) {
 		}
 	})
 	time.Sleep(time.Second)
+	// A loaded machine may have opened the breaker already (a 100 ms L2Timeout is tight).
+	opensBefore := tbl.Stats().BreakerOpens
+	valkeytest.Eventually(t, 10*time.Second, "the breaker to be closed", func() bool { return !tbl.Stats().Degraded })
 	require.NoError(t, srv.Stop())
 	stopped := time.Now()
-	valkeytest.Eventually(t, 5*time.Second, "the breaker to open", func() bool { return tbl.Stats().BreakerOpens == 1 })
+	valkeytest.Eventually(t, 5*time.Second, "the breaker to open", func() bool { return tbl.Stats().BreakerOpens > opensBefore })
 	opened := time.Since(stopped)
 	before := degradedReads.Load()
 	time.Sleep(2 * loadDelay) // fills that held a lease before the stop have finished loading
@@ -157,7 +160,7 @@ func TestOutageDegradedMode(t *testing.T) {
 	require.Positive(t, countedMax.Load())
 	require.LessOrEqual(t, left, interval)
 	require.Zero(t, stale.Load(), "reads staler than the bound")
-	require.Equal(t, int64(1), end.BreakerOpens)
+	require.Greater(t, end.BreakerOpens, opensBefore)
 	require.False(t, end.Degraded)
 	require.Positive(t, refused.Load(), "writes during the outage were refused")
 	require.Zero(t, end.PendingInvalidations, "and sent after it")
