@@ -43,7 +43,7 @@ func TestOutageDegradedMode(t *testing.T) {
 		l2Timeout  = 100 * time.Millisecond
 		loadDelay  = 10 * time.Millisecond
 		slots      = 3
-		readers    = 12
+		readers    = 8
 		nkeys      = 400
 		outage     = 5 * time.Second
 		staleBound = interval + slack

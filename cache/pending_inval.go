@@ -89,8 +89,12 @@ func (t *Table[K, V]) remember(err error, ids ...string) {
 }
 
 // retryPending sends the table's pending invalidations; what fails stays pending. The
-// reconcile calls it once Valkey answers.
+// reconcile calls it once Valkey answers. It holds the table's writes off meanwhile: a Set
+// that succeeded after the ids were taken must land after their retried invalidation, not
+// be deleted by it.
 func (t *Table[K, V]) retryPending(ctx context.Context) error {
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
 	ids, all := t.pending.take()
 	if all {
 		if err := t.c.flushTable(ctx, t.coherenceKeys()); err != nil {

@@ -71,6 +71,7 @@ type Table[K ID, V any] struct {
 	cs *tableState // coherence: set once at declaration
 
 	pending pendingInvals // invalidations that did not reach Valkey, sent when it answers
+	writeMu sync.RWMutex  // writes share it; a retry of pending invalidations holds it alone
 
 	// hooks for tests; nil in production.
 	hookAfterRead     func(id string) // after each L2 read a fill acts on (the miss's, a lease reply, its own), before it acts

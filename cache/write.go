@@ -16,6 +16,8 @@ import (
 // ErrL2Unavailable), the table also remembers id and invalidates it everywhere once Valkey
 // answers again (see tables.Spec.MaxPendingInvalidations).
 func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
+	t.writeMu.RLock()
+	defer t.writeMu.RUnlock()
 	if t.c.isClosed() {
 		return ErrClosed
 	}
@@ -50,6 +52,8 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 // cannot be reached, Invalidate returns the error and the table also remembers the ids and
 // sends their invalidation once Valkey answers again, so other processes drop their copies.
 func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
+	t.writeMu.RLock()
+	defer t.writeMu.RUnlock()
 	if t.c.isClosed() {
 		return ErrClosed
 	}
@@ -93,6 +97,8 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 // before it returns. Rows written while it runs may survive it. One that cannot reach Valkey
 // is retried once Valkey answers again.
 func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
+	t.writeMu.RLock()
+	defer t.writeMu.RUnlock()
 	if t.c.isClosed() {
 		return ErrClosed
 	}
