@@ -39,6 +39,18 @@ type Config struct {
 	// it drops them; a drop flushes every table's L1, never silently. Default 1024
 	// ([DefaultSubscribeBuffer]).
 	SubscribeBuffer int
+
+	// BreakerFailures is how many L2 failures in a row (timeouts, broken connections; not
+	// error replies, not a caller's cancellation) open the cache's circuit breaker: reads
+	// then skip L2, tables in degraded mode answer from their loaders, and every
+	// BreakerProbe the reconcile reads the coherence records to see whether Valkey is back.
+	// Default DefaultBreakerFailures (3).
+	BreakerFailures int
+
+	// BreakerProbe is how often an open breaker probes Valkey; the first probe that
+	// succeeds closes it, and the same reconcile settles the tables before their L1s are
+	// trusted again. At least 1 ms. Default DefaultBreakerProbe (500 ms).
+	BreakerProbe time.Duration
 }
 
 // The defaults a zero [Config] field stands for.
@@ -46,6 +58,8 @@ const (
 	DefaultReconcileInterval = 5 * time.Second
 	DefaultSubscribeTimeout  = 5 * time.Second
 	DefaultSubscribeBuffer   = topic.DefaultSubscribeBuffer
+	DefaultBreakerFailures   = 3
+	DefaultBreakerProbe      = 500 * time.Millisecond
 )
 
 // minReconcileInterval is the shortest ReconcileInterval: each reconcile is a round trip
@@ -61,6 +75,8 @@ func (c Config) withDefaults() Config {
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, DefaultReconcileInterval)
 	c.SubscribeTimeout = cmp.Or(c.SubscribeTimeout, DefaultSubscribeTimeout)
 	c.SubscribeBuffer = cmp.Or(c.SubscribeBuffer, DefaultSubscribeBuffer)
+	c.BreakerFailures = cmp.Or(c.BreakerFailures, DefaultBreakerFailures)
+	c.BreakerProbe = cmp.Or(c.BreakerProbe, DefaultBreakerProbe)
 	return c
 }
 
@@ -77,6 +93,10 @@ func (c Config) validate() error {
 		return bad("SubscribeTimeout", c.SubscribeTimeout, "must not be negative")
 	case c.SubscribeBuffer < 0:
 		return bad("SubscribeBuffer", c.SubscribeBuffer, "must not be negative")
+	case c.BreakerFailures < 1:
+		return bad("BreakerFailures", c.BreakerFailures, "at least 1, or 0 for the default")
+	case c.BreakerProbe < time.Millisecond:
+		return bad("BreakerProbe", c.BreakerProbe, "at least 1ms, or 0 for the default")
 	}
 	return nil
 }
@@ -101,6 +121,7 @@ type Cache struct {
 	work   sync.WaitGroup       // fills and refreshes in flight
 
 	coh *coherence
+	brk *breaker
 }
 
 // tableCore is what the cache needs of each of its typed tables, whatever K and V are:
@@ -116,6 +137,10 @@ type tableCore interface {
 	closeL1()
 	// attach gives the table its coherence state once it is declared.
 	attach(ts *tableState)
+	// pendingCount and retryPending: invalidations that did not reach Valkey, sent when
+	// it answers again.
+	pendingCount() int
+	retryPending(ctx context.Context) error
 }
 
 // New makes a Cache over client. The client should be made with DisableCache: true unless
@@ -138,6 +163,8 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 		cancel:  cancel,
 		cores:   make(map[string]tableCore),
 	}
+	c.brk = &breaker{failures: cfg.BreakerFailures, probe: cfg.BreakerProbe, log: cfg.Logger,
+		onOpen: func() { c.coh.wake() }}
 	coh, err := newCoherence(c, cfg)
 	if err != nil {
 		cancel()

@@ -7,7 +7,8 @@ import (
 
 // Codec encodes values for L2. L1 keeps values decoded, so a codec runs on fills and L2
 // reads only, never on an L1 hit. Implementations must be safe for concurrent use; Unmarshal
-// must not keep data after it returns.
+// must not keep data after it returns. A Marshal that panics fails the read with a
+// *[PanicError], and the fill gives its lease back, so no process waits on it.
 type Codec[V any] interface {
 	Marshal(v V) ([]byte, error)
 	Unmarshal(data []byte, v *V) error

@@ -2,8 +2,6 @@ package cache
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,23 +12,29 @@ import (
 
 // Coherence across processes. Every write ([Table.Set], [Table.Invalidate],
 // [Table.InvalidateAll]) is one script that changes the rows, bumps the table's sequence in
-// its coherence record ecc:{<table>} (hash: epoch, seq) and publishes
-// "<epoch>\n<seq>\n<server µs>\n<id>..." on the table's channel, from the table's slot, so
-// every subscriber sees one table's sequence in order. Each Cache holds one subscription
-// (package topic) for all its tables and keeps, per table, the (epoch, seq) it has seen:
+// its coherence record ecc:{<table>} (hash: epoch, seq, last: the token of the last write)
+// and publishes "<epoch>\n<seq>\n<server µs>\n<prev token>\n<token>\n<id>..." on the
+// table's channel, from the table's slot, so every subscriber sees one table's sequence in
+// order. Each Cache holds one subscription (package topic) for all its tables and keeps, per
+// table, the (epoch, seq, token) it has seen:
 //
-//   - a message with the next seq drops its ids from L1; an older one (a duplicate, or one
-//     overtaken by a reconcile) still drops them and changes nothing else;
+//   - a message with the next seq, chained to the token seen last, drops its ids from L1; a
+//     duplicate (a recent (seq, token) seen again) still drops them and changes nothing else;
 //   - a message whose seq jumps by more than one is a gap: messages were lost, so the table's
 //     L1 is flushed (all of it: which ids were lost is unknown);
+//   - a message that is neither (seq at or below the last one, or the next seq chained to
+//     another token) is a regression: the record went back in time (a restore from a
+//     snapshot, a lagging replica promoted); flush once and follow the new sequence (see
+//     sequence.go);
 //   - a message of another epoch (a whole-table invalidation, or a record that vanished with
 //     FLUSHALL or a restart without persistence and was made again) flushes the table;
 //   - an overflow of the subscription's queue flushes every table; the next message or
 //     record read is then adopted without a flush;
 //   - a resubscribe and every reconcile (each [Config].ReconcileInterval) read the records;
 //     a table whose record moved past what was seen gets a short grace for the messages in
-//     flight to arrive, and is flushed if they did not. A record that vanished flushes the
-//     table. Nothing moved means no flush.
+//     flight to arrive, and is flushed if they did not; a record behind what was seen, or at
+//     the same seq with another token, is a regression and flushes too. A record that
+//     vanished flushes the table. Nothing moved means no flush.
 //
 // So a lost message costs at most one reconcile interval of staleness, and a flush happens
 // only when something was missed.
@@ -84,12 +88,24 @@ type tableState struct {
 	seq     int64
 	resync  bool     // flushed after an overflow: adopt the next (epoch, seq) seen
 	retired []string // past epochs
-	// before the initial read: the newest (epoch, seq) a message carried
+	// before the initial read: the newest (epoch, seq, token) a message carried
 	preEpoch string
 	preSeq   int64
+	preLast  string
+	// last is the token of the write that made seq ("" while unknown); recent holds the
+	// last (seq, token) pairs applied, so a message or record seen again is told from one
+	// that went back in time (see sequence.go).
+	last    string
+	recent  [recentLen]position
+	recentI int
+	// flushGen counts flushes, so a reconcile can tell one happened while it waited.
+	flushGen atomic.Int64
 
-	sent, received, gaps, flushes, reconciles atomic.Int64
-	delayN, delaySum, delayMax                atomic.Int64 // propagation, ns
+	// degradedSince is when the table entered degraded mode (unix ns), 0 when it is not in it.
+	degradedSince atomic.Int64
+
+	sent, received, gaps, flushes, reconciles, regressions atomic.Int64
+	delayN, delaySum, delayMax                             atomic.Int64 // propagation, ns
 }
 
 // newCoherence starts the subscriber and reconciler for c; cfg has its defaults filled in.
@@ -164,10 +180,11 @@ func (co *coherence) syncTables(ctx context.Context) {
 	for i, ts := range unsynced {
 		ts.mu.Lock()
 		r := recs[i]
-		ts.epoch, ts.seq = r.epoch, r.seq
+		ts.epoch, ts.seq, ts.last = r.epoch, r.seq, r.last
 		if ts.preEpoch != "" && ts.preEpoch == r.epoch && ts.preSeq > r.seq {
-			ts.seq = ts.preSeq
+			ts.seq, ts.last = ts.preSeq, ts.preLast
 		}
+		ts.applied(ts.seq, ts.last)
 		ts.mu.Unlock()
 		// Whatever L1 took before the subscription was confirmed may have missed a message.
 		ts.core.flushL1()
@@ -180,14 +197,32 @@ type record struct {
 	exists bool
 	epoch  string
 	seq    int64
+	last   string // the token of the write that made seq; "" from a record without one
 }
 
+// readRecords reads the records of tss in one pipeline, bounded by the longest L2Timeout of
+// their tables (it is one round trip for all of them).
 func (co *coherence) readRecords(ctx context.Context, tss []*tableState) ([]record, error) {
 	recordKeys := make([]string, len(tss))
+	var d time.Duration
 	for i, ts := range tss {
 		recordKeys[i] = ts.keys.Record()
+		d = max(d, ts.core.declared().Spec.L2Timeout)
 	}
-	return co.c.fetchRecords(ctx, recordKeys)
+	bctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	recs, err := co.c.fetchRecords(bctx, recordKeys)
+	err = l2outcome(ctx, bctx, d, err)
+	co.c.brk.observe(err)
+	return recs, err
+}
+
+// wake makes the background loop look at its state again (the breaker opened: it probes).
+func (co *coherence) wake() {
+	select {
+	case co.kick <- struct{}{}:
+	default:
+	}
 }
 
 // handle runs on the subscription's delivery goroutine, never on the connection's reader:
@@ -204,15 +239,15 @@ func (co *coherence) handle(ev topic.Event) {
 		if co.hookMessage != nil && !co.hookMessage(ts.name, ev.Payload) {
 			return
 		}
-		epoch, seq, at, ids, ok := parseInval(ev.Payload)
+		m, ok := parseInval(ev.Payload)
 		if !ok {
 			co.c.log.Warn("cache: unreadable invalidation message; flushing the table", "table", ts.name)
 			ts.flush()
 			return
 		}
-		ts.onMessage(epoch, seq, at, ids)
+		ts.onMessage(m)
 		if co.hookDropped != nil {
-			co.hookDropped(ts.name, ids)
+			co.hookDropped(ts.name, m.ids)
 		}
 	case topic.Subscribed:
 		if !ev.Resubscribed {
@@ -246,144 +281,10 @@ func (co *coherence) handle(ev topic.Event) {
 	}
 }
 
-// parseInval reads "<epoch>\n<seq>\n<µs>[\n<id>...]".
-func parseInval(p []byte) (epoch string, seq int64, at int64, ids []string, ok bool) {
-	parts := strings.Split(string(p), "\n")
-	if len(parts) < 3 || parts[0] == "" {
-		return "", 0, 0, nil, false
-	}
-	seq, err1 := strconv.ParseInt(parts[1], 10, 64)
-	at, err2 := strconv.ParseInt(parts[2], 10, 64)
-	if err1 != nil || err2 != nil {
-		return "", 0, 0, nil, false
-	}
-	return parts[0], seq, at, parts[3:], true
-}
-
 func (ts *tableState) flush() {
 	ts.flushes.Add(1)
+	ts.flushGen.Add(1)
 	ts.core.flushL1()
-}
-
-func (ts *tableState) isRetired(epoch string) bool {
-	for _, e := range ts.retired {
-		if e == epoch {
-			return true
-		}
-	}
-	return false
-}
-
-// adopt makes (epoch, seq) the seen state, retiring the old epoch. Called with mu held.
-func (ts *tableState) adopt(epoch string, seq int64) {
-	if ts.epoch != "" && ts.epoch != epoch {
-		ts.retired = append(ts.retired, ts.epoch)
-		if len(ts.retired) > maxRetired {
-			ts.retired = ts.retired[1:]
-		}
-	}
-	ts.epoch, ts.seq = epoch, seq
-}
-
-// onMessage applies one invalidation message.
-func (ts *tableState) onMessage(epoch string, seq, atMicros int64, ids []string) {
-	ts.received.Add(1)
-	if d := time.Now().UnixMicro() - atMicros; atMicros > 0 {
-		ns := max(d, 0) * int64(time.Microsecond)
-		ts.delayN.Add(1)
-		ts.delaySum.Add(ns)
-		for {
-			m := ts.delayMax.Load()
-			if ns <= m || ts.delayMax.CompareAndSwap(m, ns) {
-				break
-			}
-		}
-	}
-	flush := false
-	ts.mu.Lock()
-	switch {
-	case !ts.synced.Load():
-		// The initial read has not happened: L1 takes no installs yet, so only remember the
-		// newest position for it.
-		if epoch != ts.preEpoch || seq > ts.preSeq {
-			ts.preEpoch, ts.preSeq = epoch, seq
-		}
-	case ts.resync:
-		ts.resync = false
-		ts.adopt(epoch, seq)
-	case epoch == ts.epoch:
-		switch {
-		case seq == ts.seq+1:
-			ts.seq = seq
-		case seq > ts.seq+1:
-			ts.gaps.Add(1)
-			flush = true
-			ts.seq = seq
-		}
-	case ts.isRetired(epoch):
-		// A late message of an epoch already left: its ids are dropped below.
-	case ts.epoch == "" && seq == 1:
-		ts.adopt(epoch, seq) // the record was just made: nothing was missed
-	default:
-		flush = true // a new epoch: a whole-table invalidation or a lost record
-		ts.adopt(epoch, seq)
-	}
-	ts.mu.Unlock()
-	if flush {
-		ts.flush()
-		return
-	}
-	if len(ids) > 0 {
-		ts.core.dropIDs(ids)
-	}
-}
-
-// behind reports whether r is past what the table has seen.
-func (ts *tableState) behind(r record) bool {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.resync {
-		return true
-	}
-	if !r.exists {
-		return ts.epoch != ""
-	}
-	return r.epoch != ts.epoch || r.seq > ts.seq
-}
-
-// verify settles the table against r, read at least a grace before: whatever is still
-// missing was lost.
-func (ts *tableState) verify(r record) {
-	flush := false
-	ts.mu.Lock()
-	switch {
-	case ts.resync:
-		ts.resync = false // flushed at the overflow already
-		if r.exists {
-			ts.adopt(r.epoch, r.seq)
-		} else {
-			ts.adopt("", 0)
-		}
-	case !r.exists:
-		if ts.epoch != "" {
-			flush = true // the record vanished: data loss on the server
-			ts.adopt("", 0)
-		}
-	case r.epoch == ts.epoch:
-		if r.seq > ts.seq {
-			flush = true
-			ts.seq = r.seq
-		}
-	case ts.isRetired(r.epoch):
-		// The table already moved on past this record (it was read before a newer message).
-	default:
-		flush = true
-		ts.adopt(r.epoch, r.seq)
-	}
-	ts.mu.Unlock()
-	if flush {
-		ts.flush()
-	}
 }
 
 // run is the background loop: a reconcile every period, a check of resubscribed tables as
@@ -392,18 +293,24 @@ func (co *coherence) run() {
 	defer close(co.done)
 	tick := time.NewTicker(co.period)
 	defer tick.Stop()
+	probe := time.NewTimer(co.c.brk.probe)
+	defer probe.Stop()
 	for {
 		var which []*tableState
+		// While the breaker is open, every table is reconciled each probe interval: the
+		// record read is the probe, and the reconcile that succeeds settles the tables.
+		var probing <-chan time.Time
+		if !co.c.brk.allow() {
+			probe.Reset(co.c.brk.probe)
+			probing = probe.C
+		}
 		select {
 		case <-co.stop:
 			return
 		case <-tick.C:
-			co.mu.Lock()
-			for _, ts := range co.byName {
-				which = append(which, ts)
-			}
-			clear(co.pending)
-			co.mu.Unlock()
+			which = co.all()
+		case <-probing:
+			which = co.all()
 		case <-co.kick:
 			co.mu.Lock()
 			for ts := range co.pending {
@@ -414,6 +321,18 @@ func (co *coherence) run() {
 		}
 		co.reconcile(which)
 	}
+}
+
+// all is every tracked table; the pending checks it covers are cleared.
+func (co *coherence) all() []*tableState {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	which := make([]*tableState, 0, len(co.byName))
+	for _, ts := range co.byName {
+		which = append(which, ts)
+	}
+	clear(co.pending)
+	return which
 }
 
 // reconcile reads the records of tss (pipelined: one round trip, per slot on a cluster) and
@@ -437,15 +356,36 @@ func (co *coherence) reconcile(tss []*tableState) {
 	if len(synced) == 0 {
 		return
 	}
+	before := make([]seen, len(synced))
+	for i, ts := range synced {
+		before[i] = ts.seen()
+	}
 	recs, err := co.readRecords(ctx, synced)
 	if err != nil {
 		co.c.log.Warn("cache: reconcile: reading coherence records failed", "err", err)
 		return
 	}
+	// Valkey answered: an open breaker closes, and each table leaves degraded mode once its
+	// record is settled below (flushed if it moved while nothing could be confirmed).
+	// Invalidations refused during an outage go first, before reads return to L2: their
+	// rows may hold values the database no longer has.
+	for _, ts := range synced {
+		if ts.core.pendingCount() != 0 {
+			if err := ts.core.retryPending(ctx); err != nil {
+				co.c.log.Warn("cache: reconcile: sending pending invalidations failed", "table", ts.name, "err", err)
+			}
+		}
+	}
+	co.c.brk.close()
+	defer func() {
+		for _, ts := range synced {
+			ts.leaveDegraded(co.c.log)
+		}
+	}()
 	var moved []int
 	for i, ts := range synced {
 		ts.reconciles.Add(1)
-		if ts.behind(recs[i]) {
+		if ts.behind(recs[i], before[i]) {
 			moved = append(moved, i)
 		}
 	}
@@ -460,7 +400,7 @@ func (co *coherence) reconcile(tss []*tableState) {
 	case <-t.C:
 	}
 	for _, i := range moved {
-		synced[i].verify(recs[i])
+		synced[i].verify(recs[i], before[i])
 	}
 }
 
@@ -486,8 +426,12 @@ func (ts *tableState) fillStats(s *Stats) {
 	s.InvalidationsSent = ts.sent.Load()
 	s.InvalidationsReceived = ts.received.Load()
 	s.Gaps = ts.gaps.Load()
+	s.Regressions = ts.regressions.Load()
 	s.Flushes = ts.flushes.Load()
 	s.Reconciles = ts.reconciles.Load()
+	if since := ts.degradedSince.Load(); since != 0 {
+		s.Degraded, s.DegradedSince = true, time.Unix(0, since)
+	}
 	s.PropagationCount = ts.delayN.Load()
 	s.PropagationTotal = time.Duration(ts.delaySum.Load())
 	s.PropagationMax = time.Duration(ts.delayMax.Load())

@@ -46,21 +46,56 @@
 // Writes and coherence across processes: [Table.Set] (write-through) and [Table.Invalidate]
 // are one script each (cache_set, cache_invalidate) that writes or deletes the rows, bumps
 // the table's sequence in its coherence record ecc:{<table>} and SPUBLISHes the invalidation
-// (epoch, sequence, server time, ids) on the table's channel, all on the table's slot;
+// (epoch, sequence, the previous write's token and this one's, server time, ids) on the
+// table's channel, all on the table's slot;
 // [Table.InvalidateAll] deletes every row and starts a new epoch. The writer drops its own
 // L1 entry before the call returns. Each [Cache] holds one sharded pub/sub subscription
 // (package topic; the cache does not depend on the job queue of package bus) for all its
 // tables: a message drops its ids; a sequence gap, an epoch change (InvalidateAll, or a
 // record lost to FLUSHALL or a restart without persistence), a queue overflow, or a
 // resubscribe or reconcile (every [Config].ReconcileInterval, default 5 s) that finds the
-// sequence moved past what was received flushes that table's L1. Nothing missed, no flush;
-// a lost message costs at most one reconcile interval. Until a table's subscription is
+// sequence moved past what was received flushes that table's L1, and so does a sequence
+// that went back in time (Valkey restored from a snapshot, a lagging replica promoted: the
+// chained tokens tell it even once new writes pushed the sequence past where it was).
+// Nothing missed, no flush; a lost message costs at most one reconcile interval. Until a table's subscription is
 // confirmed its L1 takes nothing.
 //
 // Fill races: every L1 install passes through one method that refuses an id whose
 // generation (read before the L2 GET) moved meanwhile, and checks it again after the
 // install, deleting the entry if an invalidation slipped in; every L2 fill is fenced by its
 // lease token, which Set and Invalidate remove.
+//
+// Bounded L2: every L2 operation on the read path (the row read, a fill's reads, lease and
+// write, GetMany's MGET, the reconcile's record reads) runs under the table's own
+// tables.Spec.L2Timeout (default 250 ms), whatever the caller's deadline, and fails with
+// [ErrL2] and [ErrL2Timeout] past it. A caller's own cancellation or earlier deadline is
+// reported as the caller's (context.Canceled, context.DeadlineExceeded), never as ErrL2.
+//
+// Degraded mode (on by default; tables.Spec.DegradedLoads): when L2 fails or times out on
+// a read, the read is answered by the loader instead of failing, single-flight per id and
+// with at most DegradedLoads (default 4) loader calls of the table at once in the process,
+// so the database behind the cache is not stampeded; nothing is written to L2, and the
+// result stays in L1 for at most min(L1TTL, DegradedL1TTL) (default 1 s), since no
+// invalidation can be confirmed meanwhile. A circuit breaker per [Cache] opens after
+// [Config].BreakerFailures (default 3) L2 failures in a row: reads then skip L2 rather than
+// pay the L2 timeout each, and every [Config].BreakerProbe (default 500 ms) the reconcile
+// reads the coherence records; the first read that succeeds closes the breaker and settles
+// each table (flushing its L1 if its record moved) before it leaves degraded mode.
+// [Stats].Degraded, DegradedSince, DegradedLoads and BreakerOpens, and a log line on each
+// change, tell when a table was degraded and for how long. In the outage test (Valkey
+// SIGSTOPped 5 s under 12 readers) every Get was answered within two L2 timeouts plus the
+// loader's time, with the loader at most DegradedLoads deep, and the table left degraded
+// mode about 0.2 s after Valkey came back: which is why it is on by default. With it off,
+// reads fail with [ErrL2] ([ErrL2Unavailable] while the breaker is open). Degraded mode
+// assumes the loader reads the source of truth; a table whose truth is what Set wrote (its
+// loader a fallback that may be older) should turn it off.
+//
+// Writes during an outage: a Set, Invalidate or InvalidateAll that cannot reach Valkey (or
+// meets an open breaker, then it fails at once) returns its error, and the table also
+// remembers the ids, up to tables.Spec.MaxPendingInvalidations (default 10,000; past it, a
+// whole-table invalidation is owed instead); the first reconcile that finds Valkey
+// answering sends them, before reads return to L2, so other processes drop values the
+// database no longer has ([Stats].PendingInvalidations).
 //
 // Stale-on-error (opt-in, tables.Spec.StaleOnError): when L2 or the loader fails, a Get
 // answers the id's last L1 value if it was read at most StaleOnError ago, counted in

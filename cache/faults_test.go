@@ -172,7 +172,9 @@ func TestEpochChange(t *testing.T) {
 			t.Cleanup(cb.Close)
 			// After the fault, b misses every message: only the epoch check can save it.
 			cb.SetHookMessage(func(string, []byte) bool { mu.Lock(); defer mu.Unlock(); return !drop })
-			spec := tables.Spec{Name: tableName(t)}
+			// Set is the truth here, not the loader: degraded mode, which serves the loader
+			// while L2 fails, is off.
+			spec := tables.Spec{Name: tableName(t), DegradedLoads: tables.Off}
 			a, err := cache.NewTable(ca, spec, src.load, nil)
 			require.NoError(t, err)
 			b, err := cache.NewTable(cb, spec, src.load, nil)
@@ -217,10 +219,11 @@ func TestStaleOnError(t *testing.T) {
 	ctx := context.Background()
 	srv := valkeytest.Start(t)
 	src := newDB()
-	spec := tables.Spec{Name: tableName(t), L1TTL: 200 * time.Millisecond, StaleOnError: time.Minute, StaleTimeout: 200 * time.Millisecond}
+	// Degraded mode off: this test is about what stale-on-error alone serves.
+	spec := tables.Spec{Name: tableName(t), L1TTL: 200 * time.Millisecond, StaleOnError: time.Minute, StaleTimeout: 200 * time.Millisecond, DegradedLoads: tables.Off}
 	cfg := cache.Config{ReconcileInterval: 300 * time.Millisecond}
 	a, b, _, _ := coherentPair(t, func() valkey.Client { return srv.Client(t) }, cfg, spec, src)
-	plain, _, _, _ := coherentPair(t, func() valkey.Client { return srv.Client(t) }, cfg, tables.Spec{Name: tableName(t), L1TTL: 200 * time.Millisecond}, src)
+	plain, _, _, _ := coherentPair(t, func() valkey.Client { return srv.Client(t) }, cfg, tables.Spec{Name: tableName(t), L1TTL: 200 * time.Millisecond, DegradedLoads: tables.Off}, src)
 	for i := range 10 {
 		for _, tbl := range []*cache.Table[string, int]{a, b, plain} {
 			_, err := tbl.Get(ctx, strconv.Itoa(i))

@@ -30,7 +30,8 @@ func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fill
 		}
 		return *r.Val.(*V), nil
 	case <-ctx.Done():
-		return zero, ctx.Err()
+		// The fill goes on for the others; this caller's error says what it waited for.
+		return zero, fmt.Errorf("cache: table %s: waiting for the fill of %q: %w", t.spec.Name, idStr, ctx.Err())
 	}
 }
 
@@ -99,10 +100,10 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 			}
 			continue
 		case rowAbsent:
-			acquired, cur, err = t.c.tryLease(ctx, key, token, t.spec.LeaseTTL())
+			acquired, cur, err = t.tryLease(ctx, key, token, t.spec.LeaseTTL())
 		default: // unreadable: another version, corrupt bytes, a payload that does not decode
 			t.st.corrupt.Add(1)
-			acquired, err = t.c.reclaim(ctx, key, rd.val, token, t.spec.LeaseTTL())
+			acquired, err = t.reclaim(ctx, key, rd.val, token, t.spec.LeaseTTL())
 		}
 		if err != nil {
 			return nil, t.fillErr(ctx, idStr, "taking the fill lease", err)
@@ -131,7 +132,7 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 func (t *Table[K, V]) readForFill(ctx context.Context, key string, stripe uint32) (fillRead, error) {
 	g := t.gens.read(stripe) // before the read: an invalidation after this refuses the install
 	sent := t.clk.precise()
-	val, exists, ttl, err := t.c.readRow(ctx, key, true)
+	val, exists, ttl, err := t.readRow(ctx, key, true)
 	return fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, readAt: sent}, err
 }
 
@@ -145,7 +146,7 @@ func (t *Table[K, V]) readForFill(ctx context.Context, key string, stripe uint32
 func (t *Table[K, V]) blockedBy(ctx context.Context, key string, g gen, sent int64, cur string) (fillRead, error) {
 	rd := fillRead{rowRead: rowRead{val: cur, exists: true, ttl: pttlUnread}, g: g, readAt: sent}
 	if k := parseRow(cur).kind; t.needTTL() && (k == rowValue || k == rowNotFound) {
-		n, err := t.c.readPTTL(ctx, key)
+		n, err := t.readPTTL(ctx, key)
 		if err != nil {
 			return rd, err
 		}
@@ -170,14 +171,16 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 	v, delta, err := t.callLoader(ctx, id, idStr)
 	switch {
 	case err == nil:
-		payload, err := t.codec.Marshal(v)
+		payload, err := t.encode(v, idStr)
 		if err != nil {
+			// A codec that fails, or panics, must not leave the lease for every process to
+			// wait out.
 			t.release(ctx, key, token)
-			return nil, fmt.Errorf("cache: table %s: encoding %q: %w", t.spec.Name, idStr, err)
+			return nil, err
 		}
 		px := t.jitter(t.spec.TTL)
 		sent := t.clk.precise()
-		written, err := t.c.finishFill(ctx, key, token, valueRow(token, delta, wallExpiry(px), payload), px)
+		written, err := t.finishFill(ctx, key, token, valueRow(token, delta, wallExpiry(px), payload), px)
 		switch {
 		case err != nil:
 			// The value is good; only L2 did not take it. The caller gets it, L1 does not.
@@ -195,7 +198,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		}
 		px := t.jitter(t.spec.NegativeTTL)
 		sent := t.clk.precise()
-		written, err := t.c.finishFill(ctx, key, token, notFoundRow(delta), px)
+		written, err := t.finishFill(ctx, key, token, notFoundRow(delta), px)
 		switch {
 		case err != nil:
 			t.c.log.Warn("cache: writing a not-found row failed", "table", t.spec.Name, "id", idStr, "err", err)
@@ -212,13 +215,23 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 	}
 }
 
+// encode runs the table's codec on v, turning a panic into an error, so a fill that holds a
+// lease always gets to release it.
+func (t *Table[K, V]) encode(v V, idStr string) ([]byte, error) {
+	payload, err := protect("codec of table "+t.spec.Name, func() ([]byte, error) { return t.codec.Marshal(v) })
+	if err != nil {
+		return nil, fmt.Errorf("cache: table %s: encoding %q: %w", t.spec.Name, idStr, err)
+	}
+	return payload, nil
+}
+
 // wallExpiry is when a row written now with px expires, in unix ms by this host's clock: the
 // hint readers without the row's PTTL use (see row.go).
 func wallExpiry(px time.Duration) int64 { return time.Now().UnixMilli() + pxMillis(px) }
 
 // release gives a lease (or refresh claim) back, best effort: if it fails, the lease expires.
 func (t *Table[K, V]) release(ctx context.Context, key, token string) {
-	if _, err := t.c.finishFill(ctx, key, token, "", 0); err != nil {
+	if _, err := t.finishFill(ctx, key, token, "", 0); err != nil {
 		t.c.log.Warn("cache: releasing a fill lease failed", "table", t.spec.Name, "key", key, "err", err)
 	}
 }

@@ -17,12 +17,55 @@ import (
 // This file is the package's one door to valkey-go: every command the cache sends and every
 // translation of a client error lives here, so no other file needs valkey.IsValkeyNil.
 
-// ErrL2 is wrapped by every error that comes from a Valkey call (connection refused,
-// timeout, an error reply): the L2 tier, not the loader, failed.
-var ErrL2 = errors.New("cache: L2")
+var (
+	// ErrL2 is wrapped by every error that comes from a Valkey call (connection refused,
+	// timeout, an error reply): the L2 tier, not the loader, failed. A caller's own
+	// cancellation or deadline is not an L2 failure and does not wrap it.
+	ErrL2 = errors.New("cache: L2")
 
-func l2err(op, key string, err error) error {
-	return fmt.Errorf("%w: %s %s: %w", ErrL2, op, key, err)
+	// ErrL2Timeout is wrapped (with ErrL2) by an L2 operation on the read path that ran past
+	// the table's L2Timeout (tables.Spec.L2Timeout).
+	ErrL2Timeout = errors.New("cache: L2 timeout")
+)
+
+// l2Error is a failed Valkey call: the operation, the key, and what the client said.
+type l2Error struct {
+	op, key string
+	err     error
+}
+
+func (e *l2Error) Error() string   { return fmt.Sprintf("%v: %s %s: %v", ErrL2, e.op, e.key, e.err) }
+func (e *l2Error) Unwrap() []error { return []error{ErrL2, e.err} }
+
+func l2err(op, key string, err error) error { return &l2Error{op: op, key: key, err: err} }
+
+// l2outcome classifies the error of one L2 operation that ran under op, a context derived
+// from caller with its own timeout d: nil stays nil; when the caller's context ended (or its
+// deadline was the one op ran into: the client may notice a deadline a moment before the
+// context does), the error is the caller's (context.Canceled or its deadline), not an L2
+// failure; when d ran out, it wraps ErrL2 and ErrL2Timeout (and not
+// context.DeadlineExceeded, which would read as the caller's). Every other error is an L2
+// failure as it came.
+func l2outcome(caller, op context.Context, d time.Duration, err error) error {
+	if err == nil {
+		return nil
+	}
+	var le *l2Error
+	if !errors.As(err, &le) {
+		return err
+	}
+	if cerr := caller.Err(); cerr != nil {
+		return fmt.Errorf("cache: %s %s: %w", le.op, le.key, cerr)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if cdl, ok := caller.Deadline(); ok {
+		if odl, _ := op.Deadline(); !cdl.After(odl) {
+			return fmt.Errorf("cache: %s %s: %w", le.op, le.key, context.DeadlineExceeded)
+		}
+	}
+	return fmt.Errorf("%w: %s %s: %w after %v", ErrL2, le.op, le.key, ErrL2Timeout, d)
 }
 
 // Scripts of the bundle the cache runs.
@@ -251,12 +294,12 @@ func (c *Cache) finishMany(ctx context.Context, keys []string, token string, row
 	return written, errs
 }
 
-// fetchRecords reads coherence records (HMGET epoch seq), pipelined in one round trip (valkey-go
+// fetchRecords reads coherence records (HMGET epoch seq last), pipelined in one round trip (valkey-go
 // splits it per slot on a cluster).
 func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record, error) {
 	cmds := make(valkey.Commands, len(recordKeys))
 	for i, k := range recordKeys {
-		cmds[i] = c.client.B().Hmget().Key(k).Field("epoch", "seq").Build()
+		cmds[i] = c.client.B().Hmget().Key(k).Field("epoch", "seq", "last").Build()
 	}
 	out := make([]record, len(recordKeys))
 	for i, r := range c.client.DoMulti(ctx, cmds...) {
@@ -264,8 +307,8 @@ func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record
 		if err != nil {
 			return nil, l2err("HMGET", recordKeys[i], err)
 		}
-		if len(arr) != 2 {
-			return nil, l2err("HMGET", recordKeys[i], fmt.Errorf("%d replies for 2 fields", len(arr)))
+		if len(arr) != 3 {
+			return nil, l2err("HMGET", recordKeys[i], fmt.Errorf("%d replies for 3 fields", len(arr)))
 		}
 		epoch, exists, err := stringReply(arr[0])
 		if err != nil {
@@ -277,6 +320,9 @@ func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record
 		out[i] = record{exists: true, epoch: epoch}
 		if s, ok, err := stringReply(arr[1]); err == nil && ok {
 			out[i].seq, _ = strconv.ParseInt(s, 10, 64)
+		}
+		if s, ok, err := stringReply(arr[2]); err == nil && ok {
+			out[i].last = s
 		}
 	}
 	return out, nil

@@ -49,9 +49,18 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 		keys[i] = k
 		gens[i] = t.gens.read(stripeOf(id, t.ops))
 	}
+	if !t.c.brk.allow() {
+		if t.spec.DegradedEnabled() {
+			return out, t.degradedMany(ctx, rest, out, ErrL2Unavailable)
+		}
+		return out, t.unavailable(idStrs[0])
+	}
 	sent := t.clk.precise()
-	rows, err := t.c.readRows(ctx, keys, t.needTTL())
+	rows, err := t.readRows(ctx, keys, t.needTTL())
 	if err != nil {
+		if t.degrades(ctx, err) {
+			return out, t.degradedMany(ctx, rest, out, err)
+		}
 		return out, err
 	}
 	var absent, unreadable, others []int
@@ -124,7 +133,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 	for j, i := range absent {
 		absentKeys[j] = keys[i]
 	}
-	acquired, lerr := t.c.leaseMany(ctx, absentKeys, token, t.spec.LeaseTTL())
+	acquired, lerr := t.leaseMany(ctx, absentKeys, token, t.spec.LeaseTTL())
 	for j, i := range absent {
 		if acquired[j] {
 			held = append(held, i)
@@ -134,7 +143,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 	}
 	for _, i := range unreadable {
 		t.st.corrupt.Add(1)
-		ok, err := t.c.reclaim(ctx, keys[i], rows[i].val, token, t.spec.LeaseTTL())
+		ok, err := t.reclaim(ctx, keys[i], rows[i].val, token, t.spec.LeaseTTL())
 		switch {
 		case err != nil:
 			lerr = errors.Join(lerr, err)
@@ -164,9 +173,9 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		case res.err != nil:
 			errs = append(errs, res.err)
 		case res.found:
-			payload, err := t.codec.Marshal(res.v)
+			payload, err := t.encode(res.v, idStrs[i])
 			if err != nil {
-				res.err = fmt.Errorf("cache: table %s: encoding %q: %w", t.spec.Name, idStrs[i], err)
+				res.err = err // the empty row below releases the lease
 				errs = append(errs, res.err)
 				continue
 			}
@@ -177,7 +186,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		}
 	}
 	wsent := t.clk.precise()
-	written, werrs := t.c.finishMany(ctx, wkeys, token, wrows, pxs)
+	written, werrs := t.finishMany(ctx, wkeys, token, wrows, pxs)
 	for j, i := range held {
 		res := &results[j]
 		if res.err != nil {

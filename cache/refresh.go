@@ -53,7 +53,7 @@ func (t *Table[K, V]) maybeRefreshFromRow(ctx context.Context, id K, key string,
 			return // far from the window, whatever the clocks say
 		}
 		sent = t.clk.precise()
-		n, err := t.c.readPTTL(ctx, key)
+		n, err := t.readPTTL(ctx, key)
 		if err != nil {
 			return // the value was served; the refresh just does not start
 		}
@@ -117,7 +117,7 @@ func (t *Table[K, V]) refresh(id K, idStr, version string) {
 	defer cancel()
 	g := t.gens.read(stripeOf(id, t.ops))
 	token := newToken()
-	claimed, err := t.c.claimRefresh(ctx, key, token, version)
+	claimed, err := t.claimRefresh(ctx, key, token, version)
 	if err != nil {
 		t.c.log.Warn("cache: claiming an early refresh failed", "table", t.spec.Name, "id", idStr, "err", err)
 		return

@@ -56,9 +56,12 @@ type Table[K ID, V any] struct {
 	batch BatchLoader[K, V]
 	codec Codec[V]
 
-	sf   singleflight.Group // fills, keyed by id
-	gens generations
-	st   tableStats
+	sf  singleflight.Group // fills, keyed by id
+	dsf singleflight.Group // degraded loads, keyed by id
+	// degradedSlots bounds the degraded loads running at once (DegradedLoads).
+	degradedSlots chan struct{}
+	gens          generations
+	st            tableStats
 
 	refreshMu  sync.Mutex
 	refreshing map[string]int64 // id -> do not start another refresh before this time
@@ -66,6 +69,9 @@ type Table[K ID, V any] struct {
 	l1Mu sync.Mutex // serializes flushes
 
 	cs *tableState // coherence: set once at declaration
+
+	pending pendingInvals // invalidations that did not reach Valkey, sent when it answers
+	writeMu sync.RWMutex  // writes share it; a retry of pending invalidations holds it alone
 
 	// hooks for tests; nil in production.
 	hookAfterRead     func(id string) // after each L2 read a fill acts on (the miss's, a lease reply, its own), before it acts
@@ -98,70 +104,6 @@ type entry[V any] struct {
 	fetched int64
 }
 
-// tableStats are the counters off the hot path.
-type tableStats struct {
-	l2Hits, misses, loads, loadErrors, loadNanos atomic.Int64
-	fillsRefused, installsRefused, corrupt       atomic.Int64
-	earlyRefreshes, leaseWaits, leaseTakeovers   atomic.Int64
-	staleServed                                  atomic.Int64
-}
-
-// Stats are a table's counters since it was made.
-type Stats struct {
-	L1Hits int64 // reads answered from L1 (values and remembered not-founds)
-	L2Hits int64 // reads answered from an L2 row (values and not-found rows)
-	Misses int64 // reads that found neither and went to a fill
-	// Loads counts loader and batch-loader calls; LoadErrors those that failed (an error, a
-	// timeout, a panic; ErrNotFound is an answer, not a failure). LoadTime is their total
-	// duration.
-	Loads      int64
-	LoadErrors int64
-	LoadTime   time.Duration
-	// FillsRefused counts L2 writes that cache_fill refused: the row no longer held this
-	// filler's lease (it expired and was taken over, or it was deleted).
-	FillsRefused int64
-	// InstallsRefused counts L1 installs refused because the id was forgotten (dropped or
-	// invalidated) or the table flushed after the read that produced the value began.
-	InstallsRefused int64
-	// CorruptRows counts rows that could not be read (another format version, bytes that
-	// do not decode); each was replaced by a fresh fill.
-	CorruptRows int64
-	// EarlyRefreshes counts early refreshes (XFetch) this process claimed and ran.
-	EarlyRefreshes int64
-	// LeaseWaits counts fills that waited on another filler's lease; LeaseTakeovers those
-	// that ended with this process taking the fill over because the lease went away
-	// without a row (its holder died and it expired, or the holder's load failed).
-	LeaseWaits     int64
-	LeaseTakeovers int64
-
-	// StaleServed counts Gets of a stale-on-error table answered with a stale L1 value
-	// because Valkey or the loader failed (see tables.Spec.StaleOnError).
-	StaleServed int64
-
-	// InvalidationsSent counts invalidation messages this process published for the table
-	// (one per Set, per Invalidate batch, per InvalidateAll); InvalidationsReceived those its
-	// subscriber received (its own included).
-	InvalidationsSent     int64
-	InvalidationsReceived int64
-	// Gaps counts messages that skipped sequence numbers: invalidations were lost.
-	Gaps int64
-	// Flushes counts whole-table L1 flushes the coherence made: on a gap, an epoch change
-	// (InvalidateAll, or a record lost to FLUSHALL or a restart), a subscriber overflow, or
-	// a resubscribe or reconcile that found the sequence moved past what was received.
-	// ForgetAll and InvalidateAll's own local flush are not counted.
-	Flushes int64
-	// Reconciles counts reads of the table's coherence record by the periodic reconcile
-	// and after resubscribes.
-	Reconciles int64
-	// PropagationCount, PropagationTotal and PropagationMax describe the delay from a
-	// write's script (the server's TIME, carried in the message) to this process receiving
-	// its invalidation, by this process's clock. They assume the clocks of the server's host
-	// and this process's host agree; on one host they do.
-	PropagationCount int64
-	PropagationTotal time.Duration
-	PropagationMax   time.Duration
-}
-
 // NewTable declares spec on c and returns its typed handle. load is required; opts may be
 // nil. A spec that does not validate, or whose name c already declared, is an error (see
 // [tables.Registry.Declare]).
@@ -188,6 +130,8 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 	}
 	_, err := c.register(spec, func(decl tables.Table) (tableCore, error) {
 		t.decl, t.spec = decl, decl.Spec
+		t.degradedSlots = make(chan struct{}, max(t.spec.DegradedLoads, 0))
+		t.pending.max = t.spec.MaxPendingInvalidations
 		if t.spec.L1Enabled() {
 			l1, err := ristretto.NewCache(&ristretto.Config[K, *entry[V]]{
 				NumCounters:        tables.L1CountersPerEntry * t.spec.L1MaxEntries, // bounded by tables.MaxL1MaxEntries
@@ -320,10 +264,19 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	if t.c.isClosed() {
 		return zero, TierNone, ErrClosed
 	}
+	if !t.c.brk.allow() {
+		if t.spec.DegradedEnabled() {
+			return t.degradedGet(ctx, id, idStr, ErrL2Unavailable)
+		}
+		return zero, TierNone, t.unavailable(idStr)
+	}
 	g := t.gens.read(stripeOf(id, t.ops))
 	sent := t.clk.precise()
-	val, exists, ttl, err := t.c.readRow(ctx, key, t.needTTL())
+	val, exists, ttl, err := t.readRow(ctx, key, t.needTTL())
 	if err != nil {
+		if t.degrades(ctx, err) {
+			return t.degradedGet(ctx, id, idStr, err)
+		}
 		return zero, TierNone, err
 	}
 	if exists {
@@ -335,6 +288,9 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	// it, so an invalidation since then refuses the fill's install as it would this one's.
 	rd := fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, readAt: sent}
 	v, err := t.fill(ctx, id, idStr, key, rd)
+	if err != nil && t.degrades(ctx, err) {
+		return t.degradedGet(ctx, id, idStr, err)
+	}
 	return v, TierFill, err
 }
 
@@ -474,29 +430,6 @@ func (t *Table[K, V]) declared() tables.Table { return t.decl }
 
 func (t *Table[K, V]) attach(ts *tableState) { t.cs = ts }
 
-// Stats returns the table's counters.
-func (t *Table[K, V]) Stats() Stats { return t.stats() }
-
-func (t *Table[K, V]) stats() Stats {
-	s := Stats{
-		L1Hits:          t.hits.sum(),
-		L2Hits:          t.st.l2Hits.Load(),
-		Misses:          t.st.misses.Load(),
-		Loads:           t.st.loads.Load(),
-		LoadErrors:      t.st.loadErrors.Load(),
-		LoadTime:        time.Duration(t.st.loadNanos.Load()),
-		FillsRefused:    t.st.fillsRefused.Load(),
-		InstallsRefused: t.st.installsRefused.Load(),
-		CorruptRows:     t.st.corrupt.Load(),
-		EarlyRefreshes:  t.st.earlyRefreshes.Load(),
-		LeaseWaits:      t.st.leaseWaits.Load(),
-		LeaseTakeovers:  t.st.leaseTakeovers.Load(),
-		StaleServed:     t.st.staleServed.Load(),
-	}
-	t.cs.fillStats(&s)
-	return s
-}
-
 // generations are the per-id generations that make L1 installs refusable: a fill reads its
 // id's generation before its L2 read and installs only if it has not moved. An id's
 // generation lives in one of genStripes counters picked by its hash (ids sharing a stripe
@@ -530,29 +463,3 @@ func (g *generations) same(r gen) bool {
 func (g *generations) bump(stripe uint32) { g.stripes[stripe].Add(1) }
 
 func (g *generations) bumpAll() { g.epoch.Add(1) }
-
-// Tier is the tier that answered a read ([Table.Lookup]).
-type Tier uint8
-
-// The tiers, fastest first.
-const (
-	TierNone  Tier = iota // no tier answered: the read failed before reaching one
-	TierL1                // the in-process L1
-	TierL2                // the L2 row in Valkey
-	TierFill              // a fill: this process's loader, or another filler's result awaited
-	TierStale             // stale-on-error: the last L1 value, served because L2 or the loader failed
-)
-
-func (t Tier) String() string {
-	switch t {
-	case TierL1:
-		return "l1"
-	case TierL2:
-		return "l2"
-	case TierFill:
-		return "loader"
-	case TierStale:
-		return "stale"
-	}
-	return "none"
-}

@@ -11,8 +11,13 @@ import (
 // sequence and publishes the invalidation, all on the table's slot. A fill of id in flight
 // anywhere loses its lease, so the value it loaded never lands in L2. This process's L1
 // entry is dropped before Set returns, whatever the outcome, so the next Get here reads the
-// row (read-your-own-writes). On error the write may or may not have happened.
+// row (read-your-own-writes). On error the write may or may not have happened; when Valkey
+// could not be reached (or the cache's breaker is open, then Set fails at once with
+// ErrL2Unavailable), the table also remembers id and invalidates it everywhere once Valkey
+// answers again (see tables.Spec.MaxPendingInvalidations).
 func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
+	t.writeMu.RLock()
+	defer t.writeMu.RUnlock()
 	if t.c.isClosed() {
 		return ErrClosed
 	}
@@ -25,11 +30,17 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 		return fmt.Errorf("cache: table %s: Set: encoding %q: %w", t.spec.Name, idStr, err)
 	}
 	px := t.jitter(t.spec.TTL)
-	err = t.c.setRow(ctx, t.coherenceKeys(), idStr, valueRow(newToken(), 0, wallExpiry(px), payload), px)
+	if !t.c.brk.allow() {
+		err = t.unavailable(idStr)
+	} else {
+		err = t.c.setRow(ctx, t.coherenceKeys(), idStr, valueRow(newToken(), 0, wallExpiry(px), payload), px)
+	}
 	t.Forget(id)
 	if err != nil {
+		t.remember(err, idStr)
 		return fmt.Errorf("cache: table %s: Set %q: %w", t.spec.Name, idStr, err)
 	}
+	t.pending.done(idStr)
 	t.cs.sent.Add(1)
 	return nil
 }
@@ -37,8 +48,12 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 // Invalidate deletes the rows of ids from L2 and invalidates them in every process's L1:
 // one script (cache_invalidate) per up to 256 ids deletes the rows (and any fill lease on
 // them), bumps the table's sequence and publishes the ids. This process's L1 entries are
-// dropped before it returns. Invalidating an id that has no row is not an error.
+// dropped before it returns. Invalidating an id that has no row is not an error. When Valkey
+// cannot be reached, Invalidate returns the error and the table also remembers the ids and
+// sends their invalidation once Valkey answers again, so other processes drop their copies.
 func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
+	t.writeMu.RLock()
+	defer t.writeMu.RUnlock()
 	if t.c.isClosed() {
 		return ErrClosed
 	}
@@ -55,10 +70,16 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 	var errs []error
 	for start := 0; start < len(strs); start += invalidateBatch {
 		batch := strs[start:min(start+invalidateBatch, len(strs))]
-		if err := t.c.invalidateRows(ctx, t.coherenceKeys(), batch); err != nil {
+		err := t.unavailable(batch[0])
+		if t.c.brk.allow() {
+			err = t.c.invalidateRows(ctx, t.coherenceKeys(), batch)
+		}
+		if err != nil {
+			t.remember(err, batch...)
 			errs = append(errs, err)
 			continue
 		}
+		t.pending.done(batch...)
 		t.cs.sent.Add(1)
 	}
 	for _, id := range ids {
@@ -73,16 +94,26 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 // InvalidateAll invalidates the whole table: every row is deleted from L2 (a SCAN step per
 // script call, so a large table does not block the server), then a new epoch is published,
 // and every process flushes the table's L1 when it sees it. This process's L1 is flushed
-// before it returns. Rows written while it runs may survive it.
+// before it returns. Rows written while it runs may survive it. One that cannot reach Valkey
+// is retried once Valkey answers again.
 func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
+	t.writeMu.RLock()
+	defer t.writeMu.RUnlock()
 	if t.c.isClosed() {
 		return ErrClosed
 	}
-	err := t.c.flushTable(ctx, t.coherenceKeys())
+	err := t.unavailable("*")
+	if t.c.brk.allow() {
+		err = t.c.flushTable(ctx, t.coherenceKeys())
+	}
 	t.flushL1()
 	if err != nil {
+		if errors.Is(err, ErrL2) && unreachable(err) {
+			t.pending.addAll()
+		}
 		return fmt.Errorf("cache: table %s: InvalidateAll: %w", t.spec.Name, err)
 	}
+	t.pending.take() // the whole table was invalidated: nothing owed is left
 	t.cs.sent.Add(1)
 	return nil
 }

@@ -4,13 +4,14 @@
 -- Each call walks one SCAN step over the table's rows (MATCH on the table's hash tag, which
 -- Valkey 8 confines to the table's slot on a cluster) and deletes what it finds. The call
 -- whose step ends the walk (the returned cursor is "0") replaces the record's epoch with a new
--- one (server TIME and the caller's token), bumps the sequence and publishes
--- "<epoch>\n<seq>\n<server time in microseconds>" with no ids: every subscriber flushes the
--- table's L1 on the epoch change. Rows are deleted before the epoch moves, so an L1 refilled
--- after the flush cannot copy a row from before it. The coherence record itself is not a row
--- (it has no ":" after the hash tag) and is kept.
+-- one (server TIME and the caller's token), sets the record's last to the token (as
+-- cache_set does), bumps the sequence and publishes
+-- "<epoch>\n<seq>\n<server time in microseconds>\n<prev>\n<token>" with no ids: every
+-- subscriber flushes the table's L1 on the epoch change. Rows are deleted before the epoch
+-- moves, so an L1 refilled after the flush cannot copy a row from before it. The coherence
+-- record itself is not a row (it has no ":" after the hash tag) and is kept.
 --
--- KEYS[1]  ecc:{<table>}           the coherence record (hash: epoch, seq)
+-- KEYS[1]  ecc:{<table>}           the coherence record (hash: epoch, seq, last)
 -- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel
 -- ARGV[1]  token                   16 bytes: names the new epoch
 -- ARGV[2]  cursor                  the SCAN cursor: "0" to start, then what the last call
@@ -42,7 +43,8 @@ if res[1] ~= '0' then return {res[1], deleted, '', 0} end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
 local epoch = us .. '.' .. ARGV[1]
-redis.call('HSET', KEYS[1], 'epoch', epoch)
+local prev = redis.call('HGET', KEYS[1], 'last') or ''
+redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', ARGV[1])
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us)
+redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. ARGV[1])
 return {'0', deleted, epoch, seq}

@@ -24,6 +24,11 @@ const (
 	DefaultLoaderTimeout    = 5 * time.Second
 	DefaultEarlyRefreshBeta = 1.0
 	DefaultStaleTimeout     = 250 * time.Millisecond
+	DefaultL2Timeout        = 250 * time.Millisecond
+	DefaultDegradedLoads    = 4
+	DefaultDegradedL1TTL    = time.Second
+
+	DefaultMaxPendingInvalidations = 10_000
 )
 
 // L1CountersPerEntry is how many admission counters (ristretto's NumCounters) an L1 keeps
@@ -105,6 +110,38 @@ type Spec struct {
 	// waits for Valkey and the loader before it answers the stale value (the fill goes on in
 	// the background). Default DefaultStaleTimeout (250 ms); ignored when StaleOnError is 0.
 	StaleTimeout time.Duration
+
+	// L2Timeout bounds each L2 operation on the read path (a Get's read of the row, a
+	// fill's reads, lease and write, GetMany's MGET, the reconcile's record reads) on its
+	// own, whatever the caller's deadline: a Valkey that does not answer costs a read at
+	// most this per operation (valkey-go retries reads on a broken connection until the
+	// context ends, so without it a read without a deadline would wait for ever). An
+	// operation cut short fails with cache.ErrL2 and cache.ErrL2Timeout; a caller's own
+	// earlier deadline or cancellation is reported as the caller's. Default DefaultL2Timeout
+	// (250 ms); at least 1 ms.
+	L2Timeout time.Duration
+
+	// DegradedLoads switches degraded mode and bounds it: when L2 fails or times out on a
+	// read (or the cache's circuit breaker is open), the read is answered by the loader
+	// (single-flight per id, nothing written to L2), with at most DegradedLoads loader calls
+	// of this table at once in this process, so a cache outage does not stampede the
+	// database; a read that waits longer than L2Timeout for a slot fails with
+	// cache.ErrDegradedBusy. Default DefaultDegradedLoads (4); Off turns degraded mode off
+	// (L2 failures are returned to the caller).
+	DegradedLoads int
+
+	// DegradedL1TTL bounds how long a degraded load's result stays in L1: while L2 is
+	// unreachable no invalidation can be confirmed, so the entry lives min(L1TTL,
+	// DegradedL1TTL). Default DefaultDegradedL1TTL (1 second); Off keeps degraded results
+	// out of L1.
+	DegradedL1TTL time.Duration
+
+	// MaxPendingInvalidations bounds the ids a table remembers from invalidations (Set,
+	// Invalidate) that could not reach Valkey; they are sent when Valkey answers again, so
+	// other processes drop their copies. Past the bound the table owes one whole-table
+	// invalidation (InvalidateAll) instead, sent the same way. Default
+	// DefaultMaxPendingInvalidations (10,000).
+	MaxPendingInvalidations int
 }
 
 // Resolve validates s and returns it with every zero field replaced by its default. The
@@ -174,8 +211,38 @@ func (s Spec) Resolve() (Spec, error) {
 	case s.StaleTimeout < time.Millisecond:
 		return Spec{}, bad("StaleTimeout", "at least 1ms", s.StaleTimeout)
 	}
+	switch {
+	case s.L2Timeout == 0:
+		s.L2Timeout = DefaultL2Timeout
+	case s.L2Timeout < time.Millisecond:
+		return Spec{}, bad("L2Timeout", "at least 1ms", s.L2Timeout)
+	}
+	switch {
+	case s.DegradedLoads == 0:
+		s.DegradedLoads = DefaultDegradedLoads
+	case s.DegradedLoads == Off:
+	case s.DegradedLoads < 0:
+		return Spec{}, bad("DegradedLoads", "a positive number of loads, or tables.Off", s.DegradedLoads)
+	}
+	switch {
+	case s.DegradedL1TTL == 0:
+		s.DegradedL1TTL = DefaultDegradedL1TTL
+	case s.DegradedL1TTL == Off:
+	case s.DegradedL1TTL < time.Millisecond:
+		return Spec{}, bad("DegradedL1TTL", "at least 1ms, or tables.Off", s.DegradedL1TTL)
+	}
+	switch {
+	case s.MaxPendingInvalidations == 0:
+		s.MaxPendingInvalidations = DefaultMaxPendingInvalidations
+	case s.MaxPendingInvalidations < 0:
+		return Spec{}, bad("MaxPendingInvalidations", "a positive number of ids", s.MaxPendingInvalidations)
+	}
 	return s, nil
 }
+
+// DegradedEnabled reports whether a resolved spec answers reads from the loader when L2
+// fails.
+func (s Spec) DegradedEnabled() bool { return s.DegradedLoads > 0 }
 
 // StaleEnabled reports whether a resolved spec serves stale values on error.
 func (s Spec) StaleEnabled() bool { return s.StaleOnError > 0 && s.L1TTL > 0 }

@@ -28,7 +28,13 @@ func TestResolveDefaults(t *testing.T) {
 		LoaderTimeout:    tables.DefaultLoaderTimeout,
 		EarlyRefreshBeta: tables.DefaultEarlyRefreshBeta,
 		StaleTimeout:     tables.DefaultStaleTimeout,
+		L2Timeout:        tables.DefaultL2Timeout,
+		DegradedLoads:    tables.DefaultDegradedLoads,
+		DegradedL1TTL:    tables.DefaultDegradedL1TTL,
+
+		MaxPendingInvalidations: tables.DefaultMaxPendingInvalidations,
 	}, s)
+	require.True(t, s.DegradedEnabled(), "degraded mode is on by default")
 	require.False(t, s.StaleEnabled(), "stale-on-error is opt-in")
 	require.True(t, s.L1Enabled())
 	require.True(t, s.NegativeEnabled())
@@ -48,6 +54,9 @@ func TestResolveOff(t *testing.T) {
 	require.False(t, s.L1Enabled())
 	require.False(t, s.NegativeEnabled())
 	require.False(t, s.EarlyRefreshEnabled())
+	off, err := tables.Spec{Name: "t", DegradedLoads: tables.Off, DegradedL1TTL: tables.Off}.Resolve()
+	require.NoError(t, err)
+	require.False(t, off.DegradedEnabled())
 	again, err := s.Resolve()
 	require.NoError(t, err)
 	require.Equal(t, s.L1Enabled(), again.L1Enabled())
@@ -58,7 +67,8 @@ func TestResolveKeepsExplicitValues(t *testing.T) {
 	t.Parallel()
 	in := tables.Spec{Name: "t", TTL: 300 * time.Millisecond, Jitter: 0.25, L1TTL: time.Second, NegativeTTL: 5 * time.Millisecond,
 		L1MaxEntries: 7, LoaderTimeout: 2 * time.Millisecond, EarlyRefreshBeta: 2.5,
-		StaleOnError: 3 * time.Second, StaleTimeout: 20 * time.Millisecond}
+		StaleOnError: 3 * time.Second, StaleTimeout: 20 * time.Millisecond, L2Timeout: 40 * time.Millisecond,
+		DegradedLoads: 2, DegradedL1TTL: 300 * time.Millisecond, MaxPendingInvalidations: 5}
 	s, err := in.Resolve()
 	require.NoError(t, err)
 	require.Equal(t, in, s)
@@ -87,6 +97,11 @@ func TestResolveRefuses(t *testing.T) {
 		{"negative beta", tables.Spec{Name: "t", EarlyRefreshBeta: -2}, "EarlyRefreshBeta"},
 		{"infinite beta", tables.Spec{Name: "t", EarlyRefreshBeta: math.Inf(1)}, "EarlyRefreshBeta"},
 		{"negative StaleOnError", tables.Spec{Name: "t", StaleOnError: -time.Second}, "StaleOnError"},
+		{"sub-ms L2Timeout", tables.Spec{Name: "t", L2Timeout: time.Microsecond}, "L2Timeout"},
+		{"negative L2Timeout", tables.Spec{Name: "t", L2Timeout: -time.Second}, "L2Timeout"},
+		{"negative DegradedLoads", tables.Spec{Name: "t", DegradedLoads: -2}, "DegradedLoads"},
+		{"sub-ms DegradedL1TTL", tables.Spec{Name: "t", DegradedL1TTL: time.Microsecond}, "DegradedL1TTL"},
+		{"negative MaxPendingInvalidations", tables.Spec{Name: "t", MaxPendingInvalidations: -1}, "MaxPendingInvalidations"},
 		{"sub-ms StaleTimeout", tables.Spec{Name: "t", StaleOnError: time.Second, StaleTimeout: time.Microsecond}, "StaleTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

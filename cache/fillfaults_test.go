@@ -1,0 +1,68 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/tables"
+)
+
+// panickyCodec panics when it encodes, as a codec with a bug would.
+type panickyCodec struct{ cache.JSON[user] }
+
+func (panickyCodec) Marshal(user) ([]byte, error) { panic("codec exploded") }
+
+// TestCodecPanicReleasesLease: a codec that panics while a fill holds the lease fails that
+// Get (and GetMany) with a *PanicError and releases the lease, so another process's Get of
+// the id loads at once instead of waiting out the lease.
+func TestCodecPanicReleasesLease(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, client valkey.Client) {
+		ctx := context.Background()
+		name := tableName(t)
+		src := &source{}
+		bad, err := cache.NewTable(newCache(t, client), tables.Spec{Name: name}, src.load,
+			&cache.TableOpts[string, user]{Codec: panickyCodec{}})
+		require.NoError(t, err)
+		good := newTable(t, newCache(t, client), tables.Spec{Name: name}, src)
+
+		_, err = bad.Get(ctx, "k")
+		var pe *cache.PanicError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, "codec exploded", pe.Value)
+		require.Empty(t, readRaw(t, client, rowKey(t, bad, "k")), "the lease was released")
+
+		_, err = bad.GetMany(ctx, []string{"m1", "m2"})
+		require.ErrorAs(t, err, &pe)
+		require.Empty(t, readRaw(t, client, rowKey(t, bad, "m1")), "the batch's leases were released")
+		require.Empty(t, readRaw(t, client, rowKey(t, bad, "m2")))
+
+		start := time.Now()
+		u, err := good.Get(ctx, "k")
+		require.NoError(t, err)
+		require.Equal(t, "name-k", u.Name)
+		require.Less(t, time.Since(start), time.Second, "no lease to wait out (it would live %v)", good.Spec().LeaseTTL())
+	})
+}
+
+// TestFillWaitTimeoutNamesTheFill: a Get whose deadline passes while it waits on a fill says
+// which table and id it waited for, and still matches context.DeadlineExceeded.
+func TestFillWaitTimeoutNamesTheFill(t *testing.T) {
+	t.Parallel()
+	client := targets[0].client(t)
+	src := &source{delay: time.Second}
+	tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := tbl.Get(ctx, "slow-id")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.False(t, errors.Is(err, cache.ErrL2), "the caller's deadline, not an L2 failure")
+	require.Contains(t, err.Error(), tbl.Name())
+	require.Contains(t, err.Error(), `"slow-id"`)
+}

@@ -1,0 +1,123 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Writes during an outage. A Set, Invalidate or InvalidateAll that cannot reach Valkey
+// returns its error, and the table also remembers what it meant to invalidate: the caller
+// may already have committed to the database, and other processes must not keep a value the
+// database no longer has. The ids are retried (cache_invalidate, which also deletes the
+// rows) by the first reconcile that finds Valkey answering. At most MaxPendingInvalidations
+// ids are remembered per table; past that the table owes a whole-table invalidation
+// (InvalidateAll) instead, which covers every id.
+
+// pendingInvals are a table's invalidations that did not reach Valkey.
+type pendingInvals struct {
+	mu  sync.Mutex
+	max int
+	ids map[string]struct{}
+	all bool // overflowed, or an InvalidateAll failed: a whole-table invalidation is owed
+}
+
+// add remembers ids; past max it owes a whole-table invalidation instead.
+func (p *pendingInvals) add(ids ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.all {
+		return
+	}
+	if p.ids == nil {
+		p.ids = make(map[string]struct{})
+	}
+	for _, id := range ids {
+		if len(p.ids) >= p.max {
+			p.all, p.ids = true, nil
+			return
+		}
+		p.ids[id] = struct{}{}
+	}
+}
+
+// done forgets ids whose invalidation reached Valkey since (a later Set or Invalidate of
+// them): its message told every process, so retrying would only delete a good row.
+func (p *pendingInvals) done(ids ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		delete(p.ids, id)
+	}
+}
+
+// addAll owes a whole-table invalidation.
+func (p *pendingInvals) addAll() {
+	p.mu.Lock()
+	p.all, p.ids = true, nil
+	p.mu.Unlock()
+}
+
+// take hands the pending work to one retry.
+func (p *pendingInvals) take() (ids []string, all bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id := range p.ids {
+		ids = append(ids, id)
+	}
+	all, p.ids, p.all = p.all, nil, false
+	return ids, all
+}
+
+// count is how many ids are pending (-1: a whole-table invalidation is owed).
+func (p *pendingInvals) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.all {
+		return -1
+	}
+	return len(p.ids)
+}
+
+// remember keeps what a failed write meant to invalidate, if its error says Valkey could
+// not be reached (an error reply to the script would only fail again).
+func (t *Table[K, V]) remember(err error, ids ...string) {
+	if errors.Is(err, ErrL2) && unreachable(err) {
+		t.pending.add(ids...)
+	}
+}
+
+// retryPending sends the table's pending invalidations; what fails stays pending. The
+// reconcile calls it once Valkey answers. It holds the table's writes off meanwhile: a Set
+// that succeeded after the ids were taken must land after their retried invalidation, not
+// be deleted by it.
+func (t *Table[K, V]) retryPending(ctx context.Context) error {
+	t.writeMu.Lock()
+	defer t.writeMu.Unlock()
+	ids, all := t.pending.take()
+	if all {
+		if err := t.c.flushTable(ctx, t.coherenceKeys()); err != nil {
+			t.pending.addAll()
+			return fmt.Errorf("cache: table %s: retrying a whole-table invalidation: %w", t.spec.Name, err)
+		}
+		t.cs.sent.Add(1)
+		t.c.log.Info("cache: a whole-table invalidation owed since an outage was sent", "table", t.spec.Name)
+		return nil
+	}
+	for start := 0; start < len(ids); start += invalidateBatch {
+		batch := ids[start:min(start+invalidateBatch, len(ids))]
+		if err := t.c.invalidateRows(ctx, t.coherenceKeys(), batch); err != nil {
+			t.pending.add(ids[start:]...)
+			return fmt.Errorf("cache: table %s: retrying %d invalidations: %w", t.spec.Name, len(ids)-start, err)
+		}
+		t.cs.sent.Add(1)
+	}
+	if len(ids) > 0 {
+		t.c.log.Info("cache: invalidations refused during an outage were sent", "table", t.spec.Name, "ids", len(ids))
+	}
+	return nil
+}
+
+// pendingCount is retryPending's backlog for the reconcile: 0 means nothing to send.
+func (t *Table[K, V]) pendingCount() int { return t.pending.count() }

@@ -1,0 +1,263 @@
+package cache
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Following a table's sequence. Each write's script bumps seq in the table's coherence
+// record, sets its field last to the write's token, and publishes (epoch, seq, prev, token)
+// where prev is the token it replaced. A subscriber applies a message in order when its seq
+// is the next one and its prev is the token it applied last. Anything else in the same
+// epoch is one of:
+//
+//   - a gap (seq jumps ahead): messages were lost; flush;
+//   - a duplicate: a (seq, token) pair it applied recently; only its ids are dropped again;
+//   - a regression: the record went back in time (Valkey restored from a snapshot, or a
+//     replica that had not seen the last writes promoted), so the invalidations after the
+//     restored point are lost for ever: a seq at or below the last one that is not a
+//     duplicate, or the next seq whose prev is not the token applied last (new writes
+//     after the restore pushed seq past where it was, so seq alone cannot tell). The table's
+//     L1 is flushed once and the new sequence followed from there.
+//
+// The reconcile compares the record with what was seen before it read it: behind that is a
+// regression, the same seq with another token too; ahead of it is either messages in
+// flight (then they are applied within the grace) or lost ones (flush).
+
+// recentLen is how many applied (seq, token) pairs a table keeps to recognise duplicates.
+const recentLen = 64
+
+// position is a point of a table's sequence: a seq and the token of the write that made it.
+type position struct {
+	seq   int64
+	token string
+}
+
+// seen is what a table had applied at one moment, for a reconcile to compare a record with.
+type seen struct {
+	epoch    string
+	seq      int64
+	last     string
+	flushGen int64
+}
+
+// inval is a parsed invalidation message.
+type inval struct {
+	epoch       string
+	seq, at     int64
+	prev, token string
+	ids         []string
+}
+
+// parseInval reads "<epoch>\n<seq>\n<µs>\n<prev>\n<token>[\n<id>...]".
+func parseInval(p []byte) (inval, bool) {
+	parts := strings.Split(string(p), "\n")
+	if len(parts) < 5 || parts[0] == "" {
+		return inval{}, false
+	}
+	seq, err1 := strconv.ParseInt(parts[1], 10, 64)
+	at, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return inval{}, false
+	}
+	return inval{epoch: parts[0], seq: seq, at: at, prev: parts[3], token: parts[4], ids: parts[5:]}, true
+}
+
+// applied records (seq, token) as the table's position. Called with mu held.
+func (ts *tableState) applied(seq int64, token string) {
+	ts.seq, ts.last = seq, token
+	if token == "" {
+		return
+	}
+	ts.recent[ts.recentI] = position{seq, token}
+	ts.recentI = (ts.recentI + 1) % recentLen
+}
+
+// knows reports whether (seq, token) was applied recently. Called with mu held.
+func (ts *tableState) knows(seq int64, token string) bool {
+	for _, p := range ts.recent {
+		if p.seq == seq && p.token == token {
+			return true
+		}
+	}
+	return false
+}
+
+// follow starts over from (seq, token), forgetting the sequence it left. Called with mu held.
+func (ts *tableState) follow(seq int64, token string) {
+	ts.recent = [recentLen]position{}
+	ts.applied(seq, token)
+}
+
+// seen is the table's position now.
+func (ts *tableState) seen() seen {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return seen{epoch: ts.epoch, seq: ts.seq, last: ts.last, flushGen: ts.flushGen.Load()}
+}
+
+func (ts *tableState) isRetired(epoch string) bool {
+	for _, e := range ts.retired {
+		if e == epoch {
+			return true
+		}
+	}
+	return false
+}
+
+// adopt makes (epoch, seq, token) the seen state, retiring the old epoch. Called with mu held.
+func (ts *tableState) adopt(epoch string, seq int64, token string) {
+	if ts.epoch != "" && ts.epoch != epoch {
+		ts.retired = append(ts.retired, ts.epoch)
+		if len(ts.retired) > maxRetired {
+			ts.retired = ts.retired[1:]
+		}
+	}
+	ts.epoch = epoch
+	ts.follow(seq, token)
+}
+
+// onMessage applies one invalidation message.
+func (ts *tableState) onMessage(m inval) {
+	ts.received.Add(1)
+	if d := time.Now().UnixMicro() - m.at; m.at > 0 {
+		ns := max(d, 0) * int64(time.Microsecond)
+		ts.delayN.Add(1)
+		ts.delaySum.Add(ns)
+		for {
+			mx := ts.delayMax.Load()
+			if ns <= mx || ts.delayMax.CompareAndSwap(mx, ns) {
+				break
+			}
+		}
+	}
+	flush := false
+	ts.mu.Lock()
+	switch {
+	case !ts.synced.Load():
+		// The initial read has not happened: L1 takes no installs yet, so only remember the
+		// newest position for it.
+		if m.epoch != ts.preEpoch || m.seq > ts.preSeq {
+			ts.preEpoch, ts.preSeq, ts.preLast = m.epoch, m.seq, m.token
+		}
+	case ts.resync:
+		ts.resync = false
+		ts.adopt(m.epoch, m.seq, m.token)
+	case m.epoch == ts.epoch:
+		switch {
+		case m.seq == ts.seq+1 && (m.prev == ts.last || ts.last == ""):
+			ts.applied(m.seq, m.token)
+		case m.seq == ts.seq+1:
+			// The next seq, but not after the write applied last: the record went back and
+			// new writes brought it here.
+			ts.regressions.Add(1)
+			flush = true
+			ts.follow(m.seq, m.token)
+		case m.seq > ts.seq+1:
+			ts.gaps.Add(1)
+			flush = true
+			ts.follow(m.seq, m.token)
+		case ts.knows(m.seq, m.token) || m.token == "":
+			// A duplicate (a message seen again across a resubscribe): its ids are dropped
+			// below, nothing else changes.
+		default:
+			ts.regressions.Add(1)
+			flush = true
+			ts.follow(m.seq, m.token)
+		}
+	case ts.isRetired(m.epoch):
+		// A late message of an epoch already left: its ids are dropped below.
+	case ts.epoch == "" && m.seq == 1:
+		ts.adopt(m.epoch, m.seq, m.token) // the record was just made: nothing was missed
+	default:
+		flush = true // a new epoch: a whole-table invalidation or a lost record
+		ts.adopt(m.epoch, m.seq, m.token)
+	}
+	ts.mu.Unlock()
+	if flush {
+		ts.flush()
+		return
+	}
+	if len(m.ids) > 0 {
+		ts.core.dropIDs(m.ids)
+	}
+}
+
+// diverged reports whether r, read after b was seen, is not on the sequence the table
+// followed: behind b, at b's seq with another token, or between b and now at a position
+// never applied. Called with mu held.
+func (ts *tableState) diverged(r record, b seen) bool {
+	if r.epoch != b.epoch || b.epoch == "" {
+		return false // an epoch change is handled as such
+	}
+	switch {
+	case r.seq < b.seq:
+		return true
+	case r.last == "" || b.last == "":
+		return false // a record (or a position) without a token: seq is all there is
+	case r.seq == b.seq:
+		return r.last != b.last
+	case r.seq <= ts.seq:
+		return !ts.knows(r.seq, r.last)
+	}
+	return false
+}
+
+// behind reports whether r, read after b was seen, needs a verify: it moved past what the
+// table has seen, or it is not on the sequence the table followed.
+func (ts *tableState) behind(r record, b seen) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.resync {
+		return true
+	}
+	if !r.exists {
+		return ts.epoch != ""
+	}
+	return r.epoch != ts.epoch || r.seq > ts.seq || ts.diverged(r, b)
+}
+
+// verify settles the table against r, read at least a grace before (after b was seen):
+// whatever is still missing was lost, and a record that went back in time lost the
+// invalidations after its point.
+func (ts *tableState) verify(r record, b seen) {
+	flush := false
+	ts.mu.Lock()
+	switch {
+	case ts.resync:
+		ts.resync = false // flushed at the overflow already
+		if r.exists {
+			ts.adopt(r.epoch, r.seq, r.last)
+		} else {
+			ts.adopt("", 0, "")
+		}
+	case !r.exists:
+		if ts.epoch != "" {
+			flush = true // the record vanished: data loss on the server
+			ts.adopt("", 0, "")
+		}
+	case r.epoch == ts.epoch:
+		switch {
+		case ts.diverged(r, b):
+			if ts.flushGen.Load() != b.flushGen {
+				break // a message saw the regression first, flushed, and follows the new sequence
+			}
+			ts.regressions.Add(1)
+			flush = true
+			ts.follow(r.seq, r.last)
+		case r.seq > ts.seq:
+			flush = true
+			ts.follow(r.seq, r.last)
+		}
+	case ts.isRetired(r.epoch):
+		// The table already moved on past this record (it was read before a newer message).
+	default:
+		flush = true
+		ts.adopt(r.epoch, r.seq, r.last)
+	}
+	ts.mu.Unlock()
+	if flush {
+		ts.flush()
+	}
+}
