@@ -94,7 +94,7 @@ func TestSchedulerExactlyOnce(t *testing.T) {
 	require.Zero(t, dups)
 	require.Zero(t, gaps)
 	require.Equal(t, int64(ticks), st.Fired, "each tick fired by one scheduler")
-	require.GreaterOrEqual(t, ticks, int(d/(100*time.Millisecond))-5, "the span covers the run")
+	require.GreaterOrEqual(t, ticks, int(d/(100*time.Millisecond))*9/10, "the span covers most of the run (a loaded machine starts the schedulers late)")
 	require.Zero(t, st.Errors)
 }
 

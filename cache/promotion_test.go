@@ -22,7 +22,7 @@ func TestLaggingReplicaPromoted(t *testing.T) {
 		t.Skip("starts a dedicated cluster")
 	}
 	t.Parallel()
-	const interval = 500 * time.Millisecond
+	const interval = time.Second
 	ctx := context.Background()
 	cl := valkeytest.StartCluster(t)
 	cfg := cache.Config{ReconcileInterval: interval}
