@@ -22,9 +22,13 @@ func (w *Worker) blocker() {
 		}
 		c := w.b.client
 		// valkey-go closes a blocking command's connection when its context ends first, so
-		// the next wait dials the slot's owner afresh.
-		ctx, cancel := context.WithTimeout(w.blockCtx, w.cfg.WakeTimeout+blockSlack)
+		// the next wait dials the slot's owner afresh. A cancel, not a deadline: valkey-go
+		// reads a blocking command with a deadline synchronously, and Close's cancel of
+		// blockCtx would then wait for that deadline.
+		ctx, cancel := context.WithCancel(w.blockCtx)
+		giveUp := time.AfterFunc(w.cfg.WakeTimeout+blockSlack, cancel)
 		err := c.Do(ctx, c.B().Blpop().Key(w.q.Wake()).Timeout(timeout).Build()).Error()
+		giveUp.Stop()
 		cancel()
 		if w.blockCtx.Err() != nil {
 			return
