@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -105,6 +106,8 @@ type Bus struct {
 
 	mu     sync.RWMutex
 	queues map[string]keys.Queue // names validated once; bounded by maxCachedQueues
+
+	resent atomic.Int64 // scripts sent again after the cluster refused them (execMulti)
 }
 
 // maxCachedQueues bounds the cache of validated queue names, so that a process fed endless
@@ -280,6 +283,7 @@ func (b *Bus) execMulti(ctx context.Context, runs []lua.Run, ack *Ack) ([]result
 		for j, i := range todo {
 			if attempt < redirectAttempts && redirected(got[j].err) && ctx.Err() == nil {
 				again = append(again, i)
+				b.resent.Add(1)
 				continue
 			}
 			out[i] = got[j]
