@@ -286,7 +286,8 @@ func soak() bool { return os.Getenv("EMQ_SOAK") == "1" }
 
 // Worker processes of the cluster soak: re-executions of this test binary running only
 // TestClusterWorkerProcess, with a cluster client, one worker per queue, and every run and
-// event written to stdout as a line the parent parses into its ledger:
+// event written as a line to a file of its own (not stdout, which its log shares), which the
+// parent parses into its ledger:
 //
 //	ran <id> <token>
 //	ev <event type> <id> <token> [<stale reason>]
@@ -294,6 +295,7 @@ const (
 	envClusterAddrs  = "EMQ_CLUSTER_ADDRS"
 	envClusterQueues = "EMQ_CLUSTER_QUEUES"
 	envClusterAck    = "EMQ_CLUSTER_CLAIMACK" // "replicated" or empty
+	envClusterLedger = "EMQ_CLUSTER_LEDGER"   // the file of run and event lines
 )
 
 // TestClusterWorkerProcess is the body of a cluster soak's worker process; run directly, it
@@ -308,8 +310,11 @@ func TestClusterWorkerProcess(t *testing.T) {
 	defer c.Close()
 	b, err := bus.New(c, bus.Config{})
 	require.NoError(t, err)
+	f, err := os.Create(os.Getenv(envClusterLedger))
+	require.NoError(t, err)
+	defer f.Close()
 	var mu sync.Mutex
-	out := bufio.NewWriter(os.Stdout)
+	out := bufio.NewWriter(f)
 	line := func(format string, a ...any) {
 		mu.Lock()
 		fmt.Fprintf(out, format+"\n", a...)
@@ -352,7 +357,7 @@ func TestClusterWorkerProcess(t *testing.T) {
 		require.NoError(t, w.Start())
 		ws = append(ws, w)
 	}
-	line("ready")
+	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it
 	for _, w := range ws {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -366,19 +371,21 @@ func TestClusterWorkerProcess(t *testing.T) {
 
 // clusterProc is one worker process of the cluster soak.
 type clusterProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    string // stdout and stderr
+	ledger string // run and event lines
 }
 
 func startClusterProc(t *testing.T, cl *valkeytest.Cluster, queues []string, name string, claimAck bool) *clusterProc {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), name+".out")
+	dir := t.TempDir()
+	out, ledger := filepath.Join(dir, name+".out"), filepath.Join(dir, name+".ledger")
 	f, err := os.Create(out)
 	require.NoError(t, err)
 	defer f.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestClusterWorkerProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envClusterAddrs+"="+strings.Join(cl.Addrs(), ","), envClusterQueues+"="+strings.Join(queues, ","))
+	cmd.Env = append(os.Environ(), envClusterAddrs+"="+strings.Join(cl.Addrs(), ","), envClusterQueues+"="+strings.Join(queues, ","), envClusterLedger+"="+ledger)
 	if claimAck {
 		cmd.Env = append(cmd.Env, envClusterAck+"=replicated")
 	}
@@ -386,7 +393,7 @@ func startClusterProc(t *testing.T, cl *valkeytest.Cluster, queues []string, nam
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	p := &clusterProc{cmd: cmd, stdin: stdin, out: out}
+	p := &clusterProc{cmd: cmd, stdin: stdin, out: out, ledger: ledger}
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
@@ -417,7 +424,7 @@ func (p *clusterProc) stop(t *testing.T) {
 // readInto parses the process's lines into led.
 func (p *clusterProc) readInto(t *testing.T, led *ledger) {
 	t.Helper()
-	f, err := os.Open(p.out)
+	f, err := os.Open(p.ledger)
 	require.NoError(t, err)
 	defer f.Close()
 	types := map[string]bus.JobEventType{}
