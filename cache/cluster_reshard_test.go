@@ -16,11 +16,12 @@ import (
 	"github.com/echocache/echocache/tables"
 )
 
-// TestClusterReshard: the table's slot is migrated to another primary (MigrateSlot) during
-// writes in one cache and reads in another. No read is staler than one reconcile interval;
-// after the move the reader's subscription follows the table's channel to the new owner
-// (the server ends a sharded subscription whose slot moved; the topic resubscribes), so
-// invalidations arrive again, not only reconciles; writes succeed again on the new owner.
+// TestClusterReshard: the table's slot is migrated to another primary (MigrateSlot), then
+// failed over to its replica, during writes in one cache and reads in another. No read is
+// staler than one reconcile interval; after each change the reader's subscription follows
+// the table's channel to the new owner (the server ends a sharded subscription whose slot
+// moved; the topic resubscribes), so invalidations arrive again, not only reconciles; writes
+// succeed again on the new owner.
 func TestClusterReshard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a dedicated cluster")
@@ -89,23 +90,30 @@ func TestClusterReshard(t *testing.T) {
 			break
 		}
 	}
-	mctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	start := time.Now()
-	require.NoError(t, cl.MigrateSlot(mctx, slot, to))
-	moved := time.Since(start)
-	afterWrites, afterRecv := writes.Load(), b.Stats().InvalidationsReceived
-	valkeytest.Eventually(t, 30*time.Second, "writes after the move", func() bool { return writes.Load() > afterWrites+200 })
-	valkeytest.Eventually(t, 30*time.Second, "invalidations received from the new owner", func() bool {
-		return b.Stats().InvalidationsReceived > afterRecv+100
-	})
-	stop.Store(true)
-	wg.Wait()
-	t.Logf("slot %d moved in %v; %d writes (%d refused, during the move), %d reads, worst staleness %v (bound %v + %v slack), flushes %d, gaps %d, invalidations received after the move %d",
-		slot, moved.Round(time.Millisecond), writes.Load(), writeErrs.Load(), reads.Load(), time.Duration(worst.Load()), interval, slack,
-		b.Stats().Flushes, b.Stats().Gaps, b.Stats().InvalidationsReceived-afterRecv)
-	require.Zero(t, stale.Load(), "reads staler than one reconcile interval")
+	phase := func(what string, fault func(context.Context) error) {
+		t.Helper()
+		fctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		start := time.Now()
+		staleBefore := stale.Load()
+		require.NoError(t, fault(fctx), what)
+		took := time.Since(start)
+		afterWrites, afterRecv := writes.Load(), b.Stats().InvalidationsReceived
+		valkeytest.Eventually(t, 30*time.Second, "writes after: "+what, func() bool { return writes.Load() > afterWrites+200 })
+		valkeytest.Eventually(t, 30*time.Second, "invalidations received after: "+what, func() bool {
+			return b.Stats().InvalidationsReceived > afterRecv+100
+		})
+		t.Logf("%s: %v; then %d invalidations received; reads staler than the bound so far: %d (this phase %d)",
+			what, took.Round(time.Millisecond), b.Stats().InvalidationsReceived-afterRecv, stale.Load(), stale.Load()-staleBefore)
+	}
+	phase("slot migrated to another primary", func(ctx context.Context) error { return cl.MigrateSlot(ctx, slot, to) })
 	v, err := from.Do(ctx, "CLUSTER", "COUNTKEYSINSLOT", strconv.Itoa(int(slot)))
 	require.NoError(t, err)
 	require.Equal(t, "0", v, "every key of the table's slot left the old owner")
+	phase("graceful failover", func(ctx context.Context) error { return cl.Failover(ctx, slot) })
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d writes (%d refused, during the faults), %d reads, worst staleness %v (bound %v + %v slack), flushes %d, gaps %d",
+		writes.Load(), writeErrs.Load(), reads.Load(), time.Duration(worst.Load()), interval, slack, b.Stats().Flushes, b.Stats().Gaps)
+	require.Zero(t, stale.Load(), "reads staler than one reconcile interval")
 }
