@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -105,6 +106,8 @@ type Bus struct {
 
 	mu     sync.RWMutex
 	queues map[string]keys.Queue // names validated once; bounded by maxCachedQueues
+
+	resent atomic.Int64 // scripts sent again after the cluster refused them (execMulti)
 }
 
 // maxCachedQueues bounds the cache of validated queue names, so that a process fed endless
@@ -245,8 +248,90 @@ type result struct {
 // Replicated or Persisted ack it runs them on one dedicated connection followed by WAIT or
 // WAITAOF, so the wait covers exactly these writes on the node that applied them. The second
 // return value is the ack's error (an *AckError) or a transport error of the whole call.
+//
+// A script the cluster refused before running it (MOVED, ASK, TRYAGAIN, CLUSTERDOWN: a
+// failover or a slot migration under way) is sent again, alone with the others so refused,
+// after a short pause, a bounded number of times: it did not run, so a second send cannot
+// apply it twice. valkey-go follows MOVED and ASK itself, but not on a dedicated connection,
+// and it does not resend a write on TRYAGAIN or CLUSTERDOWN. Any other error reply may come
+// from a script that ran in part, and is returned as it is.
 func (b *Bus) execMulti(ctx context.Context, runs []lua.Run, ack *Ack) ([]result, error) {
-	if ack == nil || ack.Durability == Primary {
+	if ack != nil && ack.Durability != Primary {
+		if err := ack.validate(); err != nil {
+			return nil, err
+		}
+	} else {
+		ack = nil
+	}
+	out := make([]result, len(runs))
+	todo := make([]int, len(runs))
+	for i := range todo {
+		todo[i] = i
+	}
+	var ackErr error
+	pause := redirectPause
+	for attempt := 1; ; attempt++ {
+		batch := make([]lua.Run, len(todo))
+		for j, i := range todo {
+			batch[j] = runs[i]
+		}
+		got, err := b.execOnce(ctx, batch, ack)
+		if got == nil {
+			return nil, err
+		}
+		again := todo[:0:0]
+		for j, i := range todo {
+			if attempt < redirectAttempts && redirected(got[j].err) && ctx.Err() == nil {
+				again = append(again, i)
+				b.resent.Add(1)
+				continue
+			}
+			out[i] = got[j]
+		}
+		if len(again) < len(todo) && ackErr == nil {
+			ackErr = err // the wait covered scripts that ran
+		}
+		if len(again) == 0 {
+			return out, ackErr
+		}
+		todo = again
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		pause = min(2*pause, maxRedirectPause)
+	}
+}
+
+// How execMulti resends scripts the cluster refused before running them: up to
+// redirectAttempts sends, pausing 10 ms, doubling up to 250 ms (about 4 s in all), so that a
+// failover or a migration's last step completes meanwhile.
+const (
+	redirectAttempts = 20
+	redirectPause    = 10 * time.Millisecond
+	maxRedirectPause = 250 * time.Millisecond
+)
+
+// redirected reports whether err is a cluster reply that refuses a command before it runs.
+func redirected(err error) bool {
+	ve, ok := valkey.IsValkeyErr(err)
+	if !ok {
+		return false
+	}
+	if _, ok := ve.IsMoved(); ok {
+		return true
+	}
+	if _, ok := ve.IsAsk(); ok {
+		return true
+	}
+	return ve.IsTryAgain() || ve.IsClusterDown()
+}
+
+// execOnce is one send of execMulti; got is nil only when nothing was sent.
+func (b *Bus) execOnce(ctx context.Context, runs []lua.Run, ack *Ack) (got []result, err error) {
+	if ack == nil {
 		if len(runs) == 1 {
 			msg, err := runs[0].Script.Exec(ctx, b.client, runs[0].Keys, runs[0].Args).ToMessage()
 			return []result{{msg, translate(err)}}, nil
@@ -254,20 +339,16 @@ func (b *Bus) execMulti(ctx context.Context, runs []lua.Run, ack *Ack) ([]result
 		replies, _ := lua.Pipeline(ctx, b.client, runs, nil)
 		return results(replies), nil
 	}
-	if err := ack.validate(); err != nil {
-		return nil, err
-	}
-	var out []result
 	var ackErr error
-	err := b.client.Dedicated(func(dc valkey.DedicatedClient) error {
+	err = b.client.Dedicated(func(dc valkey.DedicatedClient) error {
 		replies, wait := lua.Pipeline(ctx, dc, runs, ack.command)
-		out, ackErr = results(replies), ack.check(wait)
+		got, ackErr = results(replies), ack.check(wait)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return out, ackErr
+	return got, ackErr
 }
 
 // results reads and translates pipelined replies.

@@ -69,6 +69,19 @@ type WorkerConfig struct {
 	// OnEvent, when set, is called for every [JobEvent], in order, on the worker's loop
 	// goroutine: it must return quickly. Default none.
 	OnEvent func(JobEvent)
+	// ClaimAck is the durability the worker's claims must reach before their handlers start
+	// (see [Ack]). With [Replicated], a round trip that claims is followed by WAIT on the
+	// queue's primary, so a replica promoted by a failover has seen every claim whose handler
+	// runs: it knows the claim's attempts and cannot mint the same token again for a second
+	// holder. A claim that falls short of it starts no handler: its jobs are handed back
+	// (JobHandedBack, no failure counted) and the worker backs off before it claims again,
+	// from 50 ms doubling to 2 s. Each claim still counts in the job's attempts (they only
+	// grow: that is the fence), so a replica down for long brings the jobs nearer their
+	// MaxAttempts. The cost is one WAIT per round trip that claims, on a connection of its own.
+	// Default the zero Ack ([Primary]): handlers start once the primary applied the claim,
+	// and a failover to a replica that missed the claim can hand the same token to two
+	// holders.
+	ClaimAck Ack
 }
 
 // withDefaults is c with every zero field set to its default; the Lease's is the bus's.
@@ -102,6 +115,9 @@ func (c WorkerConfig) validate() error {
 	if err != nil {
 		return err
 	}
+	if err := c.ClaimAck.validate(); err != nil {
+		return fmt.Errorf("%s: ClaimAck: %w", where, err)
+	}
 	if c.HeartbeatInterval > 0 && c.HeartbeatInterval >= c.Lease {
 		return fmt.Errorf("%w: %s: HeartbeatInterval %v is not shorter than Lease %v: leases would run out between heartbeats", ErrInvalid, where, c.HeartbeatInterval, c.Lease)
 	}
@@ -125,8 +141,9 @@ const (
 	JobDead
 	// JobSnoozed: the handler returned a [SnoozeError]; the job runs again at JobEvent.At.
 	JobSnoozed
-	// JobHandedBack: Close's deadline cancelled the handler and the job went back to pending
-	// without counting a failure.
+	// JobHandedBack: the job went back to pending without counting a failure: Close's
+	// deadline cancelled its handler, or its claim fell short of WorkerConfig.ClaimAck and its
+	// handler never started.
 	JobHandedBack
 	// JobStale: a complete, fail or snooze answered EMQSTALE: the job was no longer this
 	// worker's (JobEvent.Err is the *StaleError).
@@ -170,7 +187,8 @@ type WorkerStats struct {
 	// Failed counts handler failures (errors, panics, timeouts, unknown kinds); each one is
 	// then Retried or Dead.
 	Failed, Retried, Dead int64
-	// Snoozed counts snoozes; HandedBack, jobs handed back by Close after its deadline.
+	// Snoozed counts snoozes; HandedBack, jobs handed back by Close after its deadline or
+	// because their claim fell short of WorkerConfig.ClaimAck.
 	Snoozed, HandedBack int64
 	// Stale counts completes, fails and snoozes answered EMQSTALE; LeaseLost, jobs whose
 	// heartbeat found the lease lost.

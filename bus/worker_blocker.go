@@ -1,6 +1,14 @@
 package bus
 
-import "time"
+import (
+	"context"
+	"time"
+)
+
+// blockSlack is how long past the server's BLPOP timeout the blocker waits for its reply
+// before it gives the connection up: a node that is paused or cut off keeps the connection
+// open and answers nothing, and a failover may meanwhile have moved the queue elsewhere.
+const blockSlack = time.Second
 
 // blocker blocks on the wake list when the loop asks, and answers on w.wake.
 func (w *Worker) blocker() {
@@ -13,7 +21,15 @@ func (w *Worker) blocker() {
 			return
 		}
 		c := w.b.client
-		err := c.Do(w.blockCtx, c.B().Blpop().Key(w.q.Wake()).Timeout(timeout).Build()).Error()
+		// valkey-go closes a blocking command's connection when its context ends first, so
+		// the next wait dials the slot's owner afresh. A cancel, not a deadline: valkey-go
+		// reads a blocking command with a deadline synchronously, and Close's cancel of
+		// blockCtx would then wait for that deadline.
+		ctx, cancel := context.WithCancel(w.blockCtx)
+		giveUp := time.AfterFunc(w.cfg.WakeTimeout+blockSlack, cancel)
+		err := c.Do(ctx, c.B().Blpop().Key(w.q.Wake()).Timeout(timeout).Build()).Error()
+		giveUp.Stop()
+		cancel()
 		if w.blockCtx.Err() != nil {
 			return
 		}

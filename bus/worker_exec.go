@@ -31,6 +31,7 @@ type inflight struct {
 
 	// Loop state.
 	preErr   error // no envelope or no handler: the handler never ran
+	handBack bool  // claimed short of ClaimAck: the handler never ran, the job goes back to pending
 	returned bool  // the handler returned
 	lost     bool  // a heartbeat found the lease lost
 }
@@ -38,6 +39,16 @@ type inflight struct {
 // timedOut reports whether the handler ran past its timeout: its lease is no longer renewed.
 func (r *inflight) timedOut(now time.Time) bool {
 	return r.h != nil && r.h.timeout > 0 && now.Sub(r.since) >= r.h.timeout
+}
+
+// handBack takes a claimed job whose handler must not start (its claim fell short of
+// ClaimAck): it is held until its hand-back, which goes out with the next round trip.
+func (l *loop) handBack(j Job) {
+	r := l.w.route(j)
+	r.ctx, r.cancel = context.WithCancelCause(context.Background())
+	r.returned, r.handBack = true, true
+	l.held[r] = struct{}{}
+	l.outcomes = append(l.outcomes, r)
 }
 
 // start takes a claimed job: it is held from now on and its handler is handed to the pool.

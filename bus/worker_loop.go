@@ -34,6 +34,7 @@ type loop struct {
 	held     map[*inflight]struct{} // a job reaped from under its handler and claimed again is held twice
 	outcomes []*inflight            // finished handlers whose outcome is not yet accepted
 	resend   []*inflight            // outcomes of this round trip whose reply was a transport error
+	unacked  error                  // the round trip's claim fell short of ClaimAck (set while its replies are applied)
 	busy     int                    // handlers running
 
 	hungry       bool          // claim when slots are free: the last claim came back full, or a wake came
@@ -306,7 +307,11 @@ func (l *loop) roundTrip(claim int, beat bool) bool {
 	if len(steps) == 0 {
 		return true
 	}
-	out, err := l.send(steps)
+	var ack *Ack
+	if claim > 0 && l.w.cfg.ClaimAck.Durability != Primary {
+		ack = &l.w.cfg.ClaimAck
+	}
+	out, unacked, err := l.send(steps, ack)
 	if err != nil {
 		l.w.log.Error("bus: worker: round trip", "err", err)
 		l.outcomes = append(sending, l.outcomes...)
@@ -314,19 +319,23 @@ func (l *loop) roundTrip(claim int, beat bool) bool {
 		return false
 	}
 	ok := true
+	l.unacked = unacked
 	for i, s := range steps {
 		if !s.reply(out[i]) {
 			ok = false
 		}
 	}
+	l.unacked = nil
 	l.outcomes = append(l.resend, l.outcomes...)
 	l.resend = nil
 	return ok
 }
 
 // send runs the steps' scripts in one pipeline, bounded by roundTripTimeout; past Close's
-// deadline (which cancelled hardCtx) by handBackTimeout instead.
-func (l *loop) send(steps []step) ([]result, error) {
+// deadline (which cancelled hardCtx) by handBackTimeout instead. With ack, the pipeline is
+// followed by its wait, and unacked is why the acknowledgement fell short (the replies are
+// valid all the same).
+func (l *loop) send(steps []step, ack *Ack) (out []result, unacked, err error) {
 	parent, timeout := l.w.hardCtx, roundTripTimeout
 	if l.pastDeadline {
 		parent, timeout = context.Background(), handBackTimeout
@@ -337,11 +346,14 @@ func (l *loop) send(steps []step) ([]result, error) {
 	for i, s := range steps {
 		runs[i] = s.script
 	}
-	out, err := l.w.b.execMulti(ctx, runs, nil)
-	if err == nil && len(out) != len(steps) { // not expected without an Ack: errors come per reply
+	out, err = l.w.b.execMulti(ctx, runs, ack)
+	if ack != nil && err != nil && len(out) == len(steps) {
+		return out, err, nil // the scripts ran; their writes may not have reached a replica
+	}
+	if err == nil && len(out) != len(steps) { // not expected: errors come per reply
 		err = protocolError("round trip", "%d replies to %d scripts", len(out), len(steps))
 	}
-	return out, err
+	return out, nil, err
 }
 
 // transient reports whether err is not the script's answer (a transport error, a timeout):

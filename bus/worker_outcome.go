@@ -20,6 +20,10 @@ func (l *loop) outcomeSteps(sending []*inflight) []step {
 	steps := make([]step, 0, len(sending)+4)
 	var completes []*inflight
 	for _, r := range sending {
+		if r.handBack {
+			steps = append(steps, l.snoozeStep(r, 0, JobHandedBack))
+			continue
+		}
 		if r.preErr == nil && r.err == nil {
 			completes = append(completes, r)
 			continue

@@ -31,6 +31,16 @@ func (l *loop) claimStep(n int) step {
 			l.hungry, l.streaming = false, false
 			return true
 		}
+		if l.unacked != nil && len(jobs) > 0 {
+			// The claim may be unknown to the replica a failover would promote, which could
+			// then mint these tokens again: start nothing, hand the jobs back, back off.
+			w.log.Warn("bus: worker: claim not acknowledged; handing its jobs back", "jobs", len(jobs), "err", l.unacked)
+			for _, j := range jobs {
+				l.handBack(j)
+			}
+			l.hungry = true
+			return false
+		}
 		full := len(jobs) == n
 		if !full {
 			l.dueCheck = l.dueCheck || l.streaming // leaving a stream: learn when work falls due
