@@ -39,9 +39,9 @@ func TestClusterReshard(t *testing.T) {
 	cb, err := cache.New(cl.Client(t), cfg)
 	require.NoError(t, err)
 	t.Cleanup(cb.Close)
-	a, err := cache.NewTable(ca, tables.Spec{Name: table}, load, nil)
+	a, err := cache.NewTable(ca, tables.Spec{Name: table, DegradedLoads: tables.Off}, load, nil)
 	require.NoError(t, err)
-	b, err := cache.NewTable(cb, tables.Spec{Name: table}, load, nil)
+	b, err := cache.NewTable(cb, tables.Spec{Name: table, DegradedLoads: tables.Off}, load, nil)
 	require.NoError(t, err)
 
 	h := newHistory()
