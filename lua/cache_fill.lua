@@ -31,7 +31,7 @@
 -- ERROR    ECCARG     an ARGV does not meet its rule, the row's version is not the token, or
 --          the count of ARGV is not 3
 -- ERROR    ECCTYPE    the key holds another type than string
-local name, id = string.match(KEYS[1], '^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$')
+local name, id = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$')
 if #KEYS ~= 1 or not name or #name > 64 or #id > 512 or string.find(id, '[%z\1-\31\127]') then
   return redis.error_reply('ECCKEYS expected ecc:{<table>}:<id>, a row key of the grammar')
 end

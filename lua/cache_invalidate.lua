@@ -15,7 +15,7 @@
 -- ERROR    ECCKEYS    the KEYS are not one table's record and channel
 -- ERROR    ECCARG     an ARGV does not meet its rule, or no id or more than 1000 are given
 -- ERROR    ECCTYPE    the record holds another type than hash
-local name = string.match(KEYS[1], '^ecc:{([0-9A-Za-z_.%-]+)}$')
+local name = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}$')
 if #KEYS ~= 2 or not name or #name > 64 or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
   return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table')
 end

@@ -14,7 +14,7 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's pending, schedule
 -- ERROR    EMQARGS    id is not a JOB id, or the count of ARGV is not 1
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
 if #KEYS ~= 2 or not base or #base > 71 or KEYS[2] ~= base .. 'schedule' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, schedule of one queue')
 end

@@ -40,7 +40,7 @@
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 3
 -- ERROR    EMQTYPE    a key holds another type
 -- ERROR    EMQPAUSED  the queue is paused (nothing is written)
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
 if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'meta' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, meta of one queue')
 end

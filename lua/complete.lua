@@ -22,7 +22,7 @@
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 2
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
 if #ARGV ~= 2 then return redis.error_reply('EMQARGS expected 2 ARGV: id, token') end
 local id, token = ARGV[1], ARGV[2]

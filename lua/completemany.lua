@@ -22,7 +22,7 @@
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count is not 2n (nothing written)
 -- ERROR    EMQTYPE    a key holds another type (nothing written)
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
 local n = #ARGV / 2
 if n < 1 or n ~= math.floor(n) then return redis.error_reply('EMQARGS expected id, token per job') end

@@ -8,7 +8,7 @@
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's meta hash
 -- ERROR    EMQARGS    max_attempts does not meet its rule, or the count of ARGV is not 1
 -- ERROR    EMQTYPE    the key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)meta$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)meta$')
 if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:meta') end
 if #ARGV ~= 1 then return redis.error_reply('EMQARGS expected 1 ARGV: max_attempts') end
 local max = ARGV[1]

@@ -11,7 +11,7 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, dead, meta
 -- ERROR    EMQARGS    an ARGV is given
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
 if #KEYS ~= 5 or not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'dead'
   or KEYS[5] ~= base .. 'meta' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, dead, meta of one queue')

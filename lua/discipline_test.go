@@ -132,7 +132,8 @@ func derivedExpr(expr string, derived map[string]bool, nKeys int) bool {
 	}
 	if m := strCallRe.FindStringSubmatch(head); m != nil {
 		args, ok := splitArgs(m[1] + ")")
-		return ok && len(args) > 0 && derivedExpr(args[0], derived, nKeys)
+		// string.match(KEYS[1] or '', ...): the "or ''" only keeps a missing key from raising.
+		return ok && len(args) > 0 && derivedExpr(strings.TrimSuffix(args[0], " or ''"), derived, nKeys)
 	}
 	return false
 }

@@ -13,7 +13,7 @@
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's schedule
 -- ERROR    EMQARGS    an ARGV is given
 -- ERROR    EMQTYPE    the key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)schedule$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)schedule$')
 if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:schedule') end
 if #ARGV ~= 0 then return redis.error_reply('EMQARGS expected no ARGV') end
 local kind = redis.call('TYPE', KEYS[1])['ok']

@@ -57,7 +57,7 @@
 -- ERROR    EMQTOOBIG  a payload is longer than max_payload (or the hard ceiling)
 -- ERROR    EMQEXISTS  a job row with one of the ids exists
 -- ERROR    EMQTYPE    a key holds another type, or a guard holds no JOB id
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
 if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'schedule' or KEYS[3] ~= base .. 'meta'
   or KEYS[4] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, schedule, meta, wake of one queue')

@@ -26,7 +26,7 @@
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count is not 1 + 2n (nothing
 --          written)
 -- ERROR    EMQTYPE    a key holds another type (nothing written)
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
 local lease = ARGV[1] or ''
 if #lease > 15 or not string.match(lease, '^[0-9]+$') or tonumber(lease) < 1 then

@@ -34,7 +34,7 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, schedule, pending, dead, meta, wake
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 5
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 6 or not base or #base > 71 or KEYS[2] ~= base .. 'schedule' or KEYS[3] ~= base .. 'pending' or KEYS[4] ~= base .. 'dead'
   or KEYS[5] ~= base .. 'meta' or KEYS[6] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:active, schedule, pending, dead, meta, wake of one queue')

@@ -24,7 +24,7 @@ func init() {
 }
 
 var (
-	keysMatchRe = regexp.MustCompile(`local\s+([A-Za-z_]\w*)(?:\s*,\s*([A-Za-z_]\w*))?\s*=\s*string\.match\(KEYS\[1\],\s*'([^']*)'\)`)
+	keysMatchRe = regexp.MustCompile(`local\s+([A-Za-z_]\w*)(?:\s*,\s*([A-Za-z_]\w*))?\s*=\s*string\.match\(KEYS\[1\] or '',\s*'([^']*)'\)`)
 	errReplyRe  = regexp.MustCompile(`redis\.error_reply\('([A-Z]+)`)
 	callNameRe  = regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
 )
@@ -118,7 +118,7 @@ func checkGuards(s *lua.Script) []string {
 	m := keysMatchRe.FindStringSubmatch(pre)
 	switch {
 	case m == nil:
-		bad("KEYS[1] is not matched with string.match before the first redis.call")
+		bad("KEYS[1] is not matched with string.match(KEYS[1] or '', <pattern>) before the first redis.call")
 	case m[3] != g.pattern:
 		bad("KEYS[1] (%s) is matched with %q; the grammar's pattern is %q", s.Header.Keys[0].Name, m[3], g.pattern)
 	default:
@@ -206,7 +206,7 @@ func TestGuardsCatchMutations(t *testing.T) {
 	}{
 		{"another KEYS not compared", "claim", " or KEYS[3] ~= base .. 'schedule'", ""},
 		{"KEYS[1] matched loosely", "cache_fill", `'^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$'`, `'^(.-):(.+)$'`},
-		{"KEYS[1] not matched", "cache_reclaim", `string.match(KEYS[1], '^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$')`, `'t', KEYS[1]`},
+		{"KEYS[1] not matched", "cache_reclaim", `string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$')`, `'t', KEYS[1]`},
 		{"name not bounded", "complete", " or #base > 71", ""},
 		{"id not bounded", "cache_refresh", " or #id > 512", ""},
 		{"control bytes in the id", "cache_fill", ` or string.find(id, '[%z\1-\31\127]')`, ""},

@@ -18,7 +18,7 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, dead
 -- ERROR    EMQARGS    id is not a JOB id, or the count of ARGV is not 1
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
 if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'dead' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, dead of one queue')
 end

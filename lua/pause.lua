@@ -6,7 +6,7 @@
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's meta hash
 -- ERROR    EMQARGS    an ARGV is given
 -- ERROR    EMQTYPE    the key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)meta$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)meta$')
 if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:meta') end
 if #ARGV ~= 0 then return redis.error_reply('EMQARGS expected no ARGV') end
 local kind = redis.call('TYPE', KEYS[1])['ok']

@@ -19,7 +19,7 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's schedule, pending, meta, wake
 -- ERROR    EMQARGS    limit does not meet its rule, or the count of ARGV is not 1
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)schedule$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)schedule$')
 if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'meta' or KEYS[4] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:schedule, pending, meta, wake of one queue')
 end

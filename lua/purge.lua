@@ -15,7 +15,7 @@
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's dead set
 -- ERROR    EMQARGS    an ARGV does not meet its rule, an id repeats, or limit is 0 without ids
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)dead$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)dead$')
 if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:dead') end
 if #ARGV < 1 then return redis.error_reply('EMQARGS expected limit, then the ids if any') end
 local limit = ARGV[1]

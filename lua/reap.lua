@@ -30,7 +30,7 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, pending, dead, meta, wake
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 3
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 5 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'dead' or KEYS[4] ~= base .. 'meta'
   or KEYS[5] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:active, pending, dead, meta, wake of one queue')

@@ -9,7 +9,7 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's meta, pending, wake
 -- ERROR    EMQARGS    an ARGV is given
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)meta$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)meta$')
 if #KEYS ~= 3 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:meta, pending, wake of one queue')
 end

@@ -18,7 +18,7 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's dead, pending, meta, wake
 -- ERROR    EMQARGS    an id is not a JOB id or repeats, or no id is given
 -- ERROR    EMQTYPE    a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[0-9A-Za-z_.%-]+}:)dead$')
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)dead$')
 if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'meta' or KEYS[4] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:dead, pending, meta, wake of one queue')
 end
