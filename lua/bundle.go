@@ -8,6 +8,8 @@
 // format: `sha1sum -c manifest.sha1` checks it), so a protocol change is a deliberate diff.
 package lua
 
+//go:generate go run ../internal/protocolgen -o ../PROTOCOL.md
+
 import (
 	"context"
 	"crypto/sha1"
