@@ -15,7 +15,7 @@
 -- KEYS[4]  emq:{<q>}:meta               hash; field paused = "1" refuses the claim
 -- ARGV[1]  lease_ms       uint[1,999999999999999]  lease length in ms from server TIME. The
 --          Go bus passes ClaimOpts.Lease, else Config.Lease (default 30000, 30 s); its worker
---          passes WorkerConfig.Lease
+--          passes WorkerConfig.Lease (default Config.Lease)
 -- ARGV[2]  count          uint[1,999999999999999]  how many jobs to claim at most
 -- ARGV[3]  promote_limit  uint[0,999999999999999]  how many due scheduled jobs (run-at <=
 --          server TIME) to promote before claiming, oldest run-at first; 0 promotes none. The

@@ -9,7 +9,7 @@
 -- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- ARGV[1]  lease_ms  uint[1,999999999999999]  new lease length in ms from server TIME. The Go
 --          bus passes ExtendOpts.Lease, else Config.Lease (default 30000); its worker's
---          heartbeat passes WorkerConfig.Lease
+--          heartbeat passes each kind's HandlerOpts.Lease, else WorkerConfig.Lease
 -- ARGV[2]  id*       jobid  a starred ARGV repeats: ARGV[2], [3] describe the first job, [4],
 --          [5] the second, and so on (one job at least). id: its JOB id
 -- ARGV[3]  token*    fence  the attempts count its claim returned

@@ -15,8 +15,8 @@
 -- ARGV[1]  id                    jobid  the job's JOB id
 -- ARGV[2]  token                 fence  the attempts count the claim returned
 -- ARGV[3]  backoff_ms            uint[0,999999999999999]  run-at = server TIME + backoff_ms;
---          0 = pending now. The Go bus passes FailOpts.Backoff, else its jittered exponential
---          backoff
+--          0 = pending now. The Go bus passes FailOpts.Backoff; its worker passes
+--          WorkerConfig.Backoff (default bus.DefaultBackoff) of the attempt, with jitter
 -- ARGV[4]  max_attempts          uint[0,999999999999999]  this call's maximum; 0 defers to
 --          the queue's meta field max_attempts
 -- ARGV[5]  default_max_attempts  uint[0,999999999999999]  the maximum when both above are 0
