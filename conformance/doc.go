@@ -11,7 +11,7 @@
 // ["q"]) and "steps". Each step is one of:
 //
 //	{"call": "<script>", "keys": [...], "args": [...], "reply": <match> | "error": "<prefix>"}
-//	{"cmd": ["ZCARD", "emq:{$q}:pending"], "reply": <match>}   a plain command
+//	{"cmd": ["ZCARD", "<a key>"], "reply": <match>}   a plain command, keys in grammar form
 //	{"mint": N}                  mint N JOB ids, in order: ${job:1}, ${job:2}, ...
 //	{"sleep_ms": N}              wait N ms (server time advances with it)
 //	{"slot": "{orders}", "is": 105}   CRC16 slot of a key; on a cluster also CLUSTER KEYSLOT
