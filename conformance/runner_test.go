@@ -99,9 +99,12 @@ func (s *script) code(class string) string {
 // fillForm reads a grammar form with every name placeholder as name and every id
 // placeholder as a valid id.
 func fillForm(form, name string) string {
-	return strings.NewReplacer("<q>", name, "<table>", name, "<topic>", name,
-		"<id>", "x", "<JOB id>", keys.JobIDFloor(time.Unix(0, 0)), "<key>", "x").Replace(form)
+	form = strings.NewReplacer("<q>", name, "<table>", name, "<topic>", name,
+		"<JOB id>", keys.JobIDFloor(time.Unix(0, 0))).Replace(form)
+	return placeholderRe.ReplaceAllString(form, "x") // <id>, <key>, and any id a later type adds
 }
+
+var placeholderRe = regexp.MustCompile(`<[^<>]+>`)
 
 // target is a server to replay on.
 type target struct {
