@@ -1,6 +1,6 @@
 .DEFAULT_GOAL := help
 
-.PHONY: help setup demo test fuzz soak
+.PHONY: help setup demo test fuzz soak protocol
 
 # The nested modules: the demo service (SQLite, Prometheus) and the peers measured by make bench.
 SERVICE := examples/service
@@ -26,6 +26,9 @@ test: setup ## go vet, then all tests with the race detector; the nested modules
 	go test -race -count=1 -timeout 15m ./...
 	cd $(SERVICE) && go vet ./... && go test -count=1 -timeout 10m ./...
 	cd $(PEERS) && go vet ./...
+
+protocol: ## Regenerate PROTOCOL.md from the grammar (keys/) and the script headers (lua/*.lua); a test fails when it is stale
+	go run ./internal/protocolgen
 
 fuzz: ## Fuzz keys/ (FuzzParse) for 60 s
 	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/
