@@ -25,6 +25,9 @@ var grammar = [...]struct{ form, value, doc string }{
 	Job:      {"emq:{<q>}:job:<JOB id>", "hash", "a job's row: exactly the fields state, attempts, payload"},
 	Unique:   {"emq:{<q>}:uniq:<key>", "string", "an idempotency guard: the JOB id of the first job enqueued with <key>, with a TTL"},
 	Topic:    {"emq:{<topic>}:topic", "channel", "a broadcast topic, a shard channel (SPUBLISH, SSUBSCRIBE)"},
+
+	Periodic:  {"emq:{<q>}:periodic:<name>", "hash", "a periodic schedule of the queue, <name> ruled like a queue's name: fields spec, payload, last (the newest tick fired or skipped, or the declaration: unix ms, server clock) and paused (\"1\" or absent)"},
+	Periodics: {"emq:{<q>}:periodics", "zset", "the names of the queue's periodic schedules, every score 0"},
 }
 
 // Types lists every type of the grammar, in declaration order.
@@ -39,7 +42,8 @@ func Types() []Type {
 }
 
 // Form is the type's key in grammar form, with placeholders for the variable parts: <table>,
-// <q> or <topic> for the name in the hash tag, <id>, <JOB id> or <key> for the id.
+// <q> or <topic> for the name in the hash tag, <id>, <JOB id>, <key> or <name> (a schedule's
+// name) for the id.
 // It is "" for an invalid Type.
 func (t Type) Form() string { return t.entry().form }
 
