@@ -241,11 +241,11 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 		}
 		due, skip := r.ticks.plan(r.last, nowMs)
 		for _, tick := range due {
-			runs = append(runs, s.fireRun(r.name, tick, "fire"))
+			runs = append(runs, s.fireRun(r.name, tick, false))
 			fires = append(fires, fire{row: r, tick: tick})
 		}
 		if skip > 0 {
-			runs = append(runs, s.fireRun(r.name, skip, "skip"))
+			runs = append(runs, s.fireRun(r.name, skip, true))
 			fires = append(fires, fire{row: r, tick: skip, skip: true})
 		}
 		if n := r.ticks.next(max(r.last, nowMs)); n >= 0 && (next < 0 || n < next) {
@@ -272,12 +272,16 @@ type fire struct {
 	skip bool
 }
 
-// fireRun is the periodic_fire call of one tick of schedule name.
-func (s *Scheduler) fireRun(name string, tick int64, mode string) lua.Run {
+// fireRun is the periodic_fire call of one tick of schedule name: a fire, or a skip.
+func (s *Scheduler) fireRun(name string, tick int64, skip bool) lua.Run {
 	row, _ := s.q.Periodic(name) // the rows read are of valid names only
 	t := strconv.FormatInt(tick, 10)
 	id := keys.JobIDAt(tick, []byte(s.cfg.Queue+"\x00"+name+"\x00"+t))
-	return lua.Run{Script: scPeriodicFire, Keys: []string{row, s.q.Pending(), s.q.Meta(), s.q.Wake()}, Args: []string{t, id.String(), mode}}
+	flag := "1" // periodic_fire's ARGV[3]: 1 fires, 0 skips
+	if skip {
+		flag = "0"
+	}
+	return lua.Run{Script: scPeriodicFire, Keys: []string{row, s.q.Pending(), s.q.Meta(), s.q.Wake()}, Args: []string{t, id.String(), flag}}
 }
 
 // fired1 counts and logs one fire's reply.

@@ -52,6 +52,9 @@ var (
 	luaComment = regexp.MustCompile(`--.*$`)
 )
 
+// multiAssignRe is an assignment of more than one name: the names, then the expression.
+var multiAssignRe = regexp.MustCompile(`^\s*(?:local\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)+)\s*=\s*(.+)$`)
+
 // TestKeyDiscipline reads every script and fails when a command touches a key that is neither
 // declared in KEYS nor derived from a declared key: a derived key is an expression whose head
 // (the first operand of a .. chain) is KEYS[i] or a variable so derived, possibly through a
@@ -87,6 +90,19 @@ func checkScript(s *lua.Script) []string {
 		}
 		if m := assignRe.FindStringSubmatch(line); m != nil && !strings.Contains(m[2], "redis.") {
 			derived[m[1]] = isDerived(strings.TrimSpace(m[2]))
+		}
+		if m := multiAssignRe.FindStringSubmatch(line); m != nil {
+			// local base, name = string.match(KEYS[1] or '', '^(emq:{...}:)...'): only a first
+			// capture anchored at the start is a prefix of the key; the others are not keys.
+			for _, v := range strings.Split(m[1], ",") {
+				derived[strings.TrimSpace(v)] = false
+			}
+			first := strings.TrimSpace(strings.SplitN(m[1], ",", 2)[0])
+			expr := strings.TrimSpace(m[2])
+			if args, ok := splitArgs(strings.TrimPrefix(expr, "string.match(")); ok && strings.HasPrefix(expr, "string.match(") &&
+				len(args) == 2 && strings.HasPrefix(args[1], "'^(") && !strings.Contains(expr, "redis.") {
+				derived[first] = isDerived(expr)
+			}
 		}
 		if m := forInRe.FindStringSubmatch(line); m != nil {
 			delete(derived, m[1]) // loop variables are ids, never keys
@@ -182,6 +198,8 @@ func TestKeyDisciplineCatchesStrays(t *testing.T) {
 		{"loop id as key", "for _, id in ipairs(ARGV) do redis.call('DEL', id) end"},
 		{"dynamic command", "redis.call(ARGV[1], KEYS[1])"},
 		{"undeclared argv", "redis.call('SET', KEYS[1], ARGV[2])"},
+		{"a later capture as key", "local base, rest = string.match(KEYS[1] or '', '^(emq:{q}:)(.+)$')\nredis.call('DEL', rest)"},
+		{"an unanchored capture as key", "local tail, x = string.match(KEYS[1] or '', ':(pending)()$')\nredis.call('DEL', tail)"},
 	} {
 		src := "-- KEYS[1] emq:{<q>}:pending  p\n-- ARGV[1] a  bytes  a\n-- REPLY nil\n-- ERROR EMQKEYS  k\n" + tc.body + "\n"
 		h, err := lua.ParseHeader(src)

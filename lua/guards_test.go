@@ -41,7 +41,8 @@ type guard struct {
 }
 
 // guardFor derives the guard of a KEYS[1] form. The forms the bundle uses are a queue key
-// (emq:{<q>}:<type>), a table's record (ecc:{<table>}) and a row (ecc:{<table>}:<id>).
+// (emq:{<q>}:<type>), a schedule row (emq:{<q>}:periodic:<name>), a table's record
+// (ecc:{<table>}) and a row (ecc:{<table>}:<id>).
 func guardFor(form string) (guard, error) {
 	switch {
 	case form == keys.Record.Form():
@@ -62,16 +63,26 @@ func guardFor(form string) (guard, error) {
 		return guard{
 			pattern: `^(emq:{` + luaName + `}:)` + form[len("emq:{<q>}:"):] + `$`,
 			bounds:  func(v, _ string) []string { return []string{"#" + v + " > 71"} },
-			other: func(v, f string) (string, bool) {
-				rest, ok := strings.CutPrefix(f, "emq:{<q>}:")
-				if !ok || strings.Contains(rest, "<") {
-					return "", false
-				}
-				return v + " .. '" + rest + "'", true
-			},
+			other:   queueOther,
+		}, nil
+	case form == keys.Periodic.Form():
+		// A schedule is named like a queue: the name after the type is matched and bounded too.
+		return guard{
+			pattern: `^(emq:{` + luaName + `}:)periodic:(` + luaName + `)$`,
+			bounds:  func(v, name string) []string { return []string{"#" + v + " > 71", "#" + name + " > 64"} },
+			other:   queueOther,
 		}, nil
 	}
 	return guard{}, fmt.Errorf("no guard is known for KEYS[1] %s: teach guardFor its Lua pattern", form)
+}
+
+// queueOther is the expression a queue script compares another key of its queue with.
+func queueOther(v, f string) (string, bool) {
+	rest, ok := strings.CutPrefix(f, "emq:{<q>}:")
+	if !ok || strings.Contains(rest, "<") {
+		return "", false
+	}
+	return v + " .. '" + rest + "'", true
 }
 
 // tableOther is the expression a table script compares a bus key of the same name with.
@@ -215,6 +226,8 @@ func TestGuardsCatchMutations(t *testing.T) {
 		{"check after a read", "cache_invalidate", "local name = string.match", "redis.call('TYPE', KEYS[1])\nlocal name = string.match"},
 		{"error after a write", "cache_set", "local seq = redis.call('HINCRBY'", "if px == '1' then return redis.error_reply('ECCARG late') end\nlocal seq = redis.call('HINCRBY'"},
 		{"undeclared code", "pause", "return 1\n", "if false then return redis.error_reply('EMQNOPE x') end\nreturn 1\n"},
+		{"schedule name not bounded", "periodic_fire", " or #name > 64", ""},
+		{"schedule row not tied to the index", "periodic_upsert", " or KEYS[2] ~= base .. 'periodic:' .. name", ""},
 		{"count of ARGV unchecked", "due", "if #ARGV ~= 0 then return redis.error_reply('EMQARGS expected no ARGV') end\n", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,22 +60,23 @@ func moduleRoot() (string, error) {
 // codes says what each error code means wherever it is answered; each script's header says
 // when it answers it. A code a header declares without a line here fails the generator.
 var codes = map[string]string{
-	"EMQKEYS":   "The KEYS are not the declared keys of one queue: wrong count, role prefix, name, type or hash tag. Nothing was read or written.",
-	"EMQARGS":   "An argument breaks its rule (or the count of ARGV is wrong, an id repeats, a combination is refused). Nothing was written.",
-	"EMQTYPE":   "A key (declared, or derived from one) holds another value type than the grammar says, or a guard holds no JOB id. Nothing was written.",
-	"EMQSTALE":  "Fencing: `EMQSTALE <reason>` with the reason `no row`, `not active` or `token mismatch` (FORMAT fencing). The caller no longer holds the job. Nothing was written.",
-	"EMQPAUSED": "The queue is paused (meta field paused is \"1\"): claims hand out nothing until resume. Nothing was written.",
-	"EMQNOJOB":  "`EMQNOJOB <id>`: the job has no row.",
-	"EMQSTATE":  "`EMQSTATE <state> <id>`: the job is in a state the verb does not apply to. Nothing was written.",
-	"EMQTOOBIG": "A payload is longer than max_payload, or than the hard ceiling of 536870912 bytes. Nothing was written.",
-	"EMQEXISTS": "A job row with one of the call's ids exists. Nothing was written.",
-	"ECCKEYS":   "The KEYS are not the declared keys of one table: wrong count, role prefix, name, id, type or hash tag. Nothing was read or written.",
-	"ECCARG":    "An argument breaks its rule (or the count of ARGV is wrong). Nothing was written.",
-	"ECCTYPE":   "A key holds another value type than the grammar says. Nothing was written.",
+	"EMQKEYS":    "The KEYS are not the declared keys of one queue: wrong count, role prefix, name, type or hash tag. Nothing was read or written.",
+	"EMQARGS":    "An argument breaks its rule (or the count of ARGV is wrong, an id repeats, a combination is refused). Nothing was written.",
+	"EMQTYPE":    "A key (declared, or derived from one) holds another value type than the grammar says, or a guard holds no JOB id. Nothing was written.",
+	"EMQSTALE":   "Fencing: `EMQSTALE <reason>` with the reason `no row`, `not active` or `token mismatch` (FORMAT fencing). The caller no longer holds the job. Nothing was written.",
+	"EMQPAUSED":  "The queue is paused (meta field paused is \"1\"): claims hand out nothing until resume. Nothing was written.",
+	"EMQNOJOB":   "`EMQNOJOB <id>`: the job has no row.",
+	"EMQSTATE":   "`EMQSTATE <state> <id>`: the job is in a state the verb does not apply to. Nothing was written.",
+	"EMQTOOBIG":  "A payload is longer than max_payload, or than the hard ceiling of 536870912 bytes. Nothing was written.",
+	"EMQEXISTS":  "A job row with one of the call's ids exists. Nothing was written.",
+	"EMQNOSCHED": "`EMQNOSCHED <name>`: the queue has no periodic schedule of that name (its row emq:{<q>}:periodic:<name> is missing). Nothing was written.",
+	"ECCKEYS":    "The KEYS are not the declared keys of one table: wrong count, role prefix, name, id, type or hash tag. Nothing was read or written.",
+	"ECCARG":     "An argument breaks its rule (or the count of ARGV is wrong). Nothing was written.",
+	"ECCTYPE":    "A key holds another value type than the grammar says. Nothing was written.",
 }
 
 // formatOrder is the order of the shared formats in the document; others follow by name.
-var formatOrder = []string{"jobid", "envelope", "servertime", "lease", "fencing", "wake", "row", "inval"}
+var formatOrder = []string{"jobid", "envelope", "servertime", "lease", "fencing", "wake", "periodic", "row", "inval"}
 
 func render() ([]byte, error) {
 	scripts := lua.All()
