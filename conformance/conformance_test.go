@@ -166,6 +166,8 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"if not tonumber(px) then"},
 		{"cache_set without its token charset", "cache_set",
 			"if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then", "if #token ~= 16 then"},
+		{"periodic_fire without its fence", "periodic_fire",
+			"if row[3] == '1' or tick <= last then return 0 end", "if row[3] == '1' then return 0 end"},
 		{"claim leasing from the caller's clock", "claim",
 			"redis.call('ZADD', KEYS[2], now + lease, id)", "redis.call('ZADD', KEYS[2], lease, id)"},
 	} {
