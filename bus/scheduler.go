@@ -22,6 +22,9 @@ const DefaultSchedulerRefresh = 5 * time.Second
 // schedulerRetry is how long a scheduler waits after a pass that failed.
 const schedulerRetry = time.Second
 
+// schedulerFireTimeout bounds the round trip of a pass's fires, which Close lets finish.
+const schedulerFireTimeout = 10 * time.Second
+
 // SchedulerConfig configures a [Scheduler]. Queue is required; every other zero field means
 // its default.
 type SchedulerConfig struct {
@@ -154,9 +157,11 @@ func (s *Scheduler) Start() error {
 	return nil
 }
 
-// Close stops the loop and waits for its pass in flight, or for ctx. A fire cut short by
-// Close is safe: the next pass of any scheduler fires the tick or finds it fenced. Closing a
-// scheduler that never started, or twice, is not an error.
+// Close stops the loop and waits for its pass in flight, or for ctx. The fires a pass has
+// sent are not cut short: their replies are read and counted in [Scheduler.Stats]. A fire
+// that fails all the same (the connection broke) is safe: the next pass of any scheduler
+// fires the tick or finds it fenced. Closing a scheduler that never started, or twice, is not
+// an error.
 func (s *Scheduler) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -253,7 +258,11 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	if len(runs) > 0 {
-		replies, _ := lua.Pipeline(ctx, s.b.client, runs, nil)
+		// Close does not cut the fires short: a fire that reached the server is answered and
+		// counted, so the stats match the jobs enqueued.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schedulerFireTimeout)
+		replies, _ := lua.Pipeline(fctx, s.b.client, runs, nil)
+		cancel()
 		for i, res := range results(replies) {
 			s.fired1(fires[i], res)
 		}
