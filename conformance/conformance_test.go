@@ -166,6 +166,8 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"if not tonumber(px) then"},
 		{"cache_set without its token charset", "cache_set",
 			"if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then", "if #token ~= 16 then"},
+		{"enqueue without the marker of an earlier schedule head", "enqueue",
+			"local marker = (woke and '1') or (scheduled and earlier and 's')", "local marker = woke and '1'"},
 		{"periodic_fire without its fence", "periodic_fire",
 			"if row[3] == '1' or tick <= last then return 0 end", "if row[3] == '1' then return 0 end"},
 		{"claim leasing from the caller's clock", "claim",

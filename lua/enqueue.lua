@@ -8,8 +8,9 @@
 -- id. Every check runs before the first write, so a refused call writes nothing.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set; lex order is mint order
--- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
--- KEYS[3]  emq:{<q>}:meta               hash; read: paused = "1" suppresses the wake marker
+-- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms, server clock); its head (the
+--          lowest run-at) is read when the call schedules its jobs
+-- KEYS[3]  emq:{<q>}:meta               hash; read: paused = "1" suppresses the wake markers
 -- KEYS[4]  emq:{<q>}:wake               list of wake-up markers (FORMAT wake)
 -- ARGV[1]  at_ms        uint[0,999999999999999]  run-at of every job of the call in unix ms;
 --          0 when not given; a run-at not later than the server's TIME means pending now
@@ -44,10 +45,18 @@
 --          sends a claimed job whose payload is not an envelope to dead at once, and fails
 --          with backoff a job of a kind it has no handler for. The scripts store and return
 --          payloads as opaque bytes: the envelope is between producers and workers.
--- FORMAT   wake     a script that makes a job pending on a queue that is not paused (meta field
---          paused is not "1") pushes one marker: LPUSH wake "1", then LTRIM wake 0 15. Idle
---          workers block on the list (BLPOP wake <timeout>) and claim when they wake; a
---          marker is a hint, never a job.
+-- FORMAT   wake     a marker is one of two values. "1", work is pending: a script that makes a
+--          job pending pushes one. "s", the schedule's head moved earlier: an enqueue that
+--          schedules jobs whose run-at is earlier than the lowest run-at in schedule before the
+--          call (or into an empty schedule) pushes one; fail and snooze push none when they
+--          schedule a retry, since the worker that hands the job back knows its run-at and
+--          wakes for it itself. Either marker is pushed only on a queue that is not paused
+--          (meta field paused is not "1"), as LPUSH wake <marker>, then LTRIM wake 0 15. Idle
+--          workers block on the list (BLPOP wake <timeout>): on "1" they claim; on "s" they
+--          read the schedule's head again (the due script) to wake at its run-at, and claim
+--          (claim promotes due jobs first); a value they do not know they take as "1". A marker
+--          is a hint, never a job: a worker that times out claims and reads the schedule's head
+--          all the same.
 -- REPLY    {{id, created}, ...}: one pair per job, in order. created is 1 when the job was
 --          added (id is its own); 0 when its key's guard already named a job, or an earlier
 --          job of the same call had the same key (id is that job's id, and nothing was added)
@@ -139,8 +148,14 @@ for i = 1, n do
     end
   end
 end
+-- A scheduled call moves the schedule's head earlier when its run-at is before the head's.
+local earlier = false
+if not ready then
+  local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  earlier = #head == 0 or runat < tonumber(head[2])
+end
 -- Pass 2: the writes.
-local woke = false
+local woke, scheduled = false, false
 for i = 1, n do
   if out[i][2] == 1 then
     local j = 5 + 3 * (i - 1)
@@ -153,6 +168,7 @@ for i = 1, n do
     else
       redis.call('HSET', jk, 'state', 'scheduled', 'attempts', 0, 'payload', ARGV[j + 1])
       redis.call('ZADD', KEYS[2], runat, id)
+      scheduled = true
     end
     if key ~= '' then
       local gk = base .. 'uniq:' .. key
@@ -160,8 +176,9 @@ for i = 1, n do
     end
   end
 end
-if woke and redis.call('HGET', KEYS[3], 'paused') ~= '1' then
-  redis.call('LPUSH', KEYS[4], '1')
+local marker = (woke and '1') or (scheduled and earlier and 's')
+if marker and redis.call('HGET', KEYS[3], 'paused') ~= '1' then
+  redis.call('LPUSH', KEYS[4], marker)
   redis.call('LTRIM', KEYS[4], 0, 15)
 end
 return out
