@@ -2,7 +2,17 @@ package bus
 
 import "time"
 
-// blocker blocks on the wake list when the loop asks, and answers on w.wake.
+// The values of the wake list's markers (FORMAT wake, in lua/enqueue.lua).
+const (
+	// wakeWork: a job became pending. Claim.
+	wakeWork = "1"
+	// wakeSchedule: an enqueue moved the schedule's head earlier. Read the head again, so the
+	// due timer fires at the new run-at, and claim.
+	wakeSchedule = "s"
+)
+
+// blocker blocks on the wake list when the loop asks, and answers on w.wake with the marker it
+// popped: "" for a timeout, wakeWork after an error (the loop then claims, which finds out).
 func (w *Worker) blocker() {
 	timeout := w.cfg.WakeTimeout.Seconds()
 	backoff := 50 * time.Millisecond
@@ -13,12 +23,13 @@ func (w *Worker) blocker() {
 			return
 		}
 		c := w.b.client
-		err := c.Do(w.blockCtx, c.B().Blpop().Key(w.q.Wake()).Timeout(timeout).Build()).Error()
+		popped, err := c.Do(w.blockCtx, c.B().Blpop().Key(w.q.Wake()).Timeout(timeout).Build()).AsStrSlice()
 		if w.blockCtx.Err() != nil {
 			return
 		}
-		marker := err == nil
-		if err != nil && !isNil(err) {
+		marker := wakeWork
+		switch {
+		case err != nil && !isNil(err):
 			// The server is unreachable or refused: wait before the loop tries again, so a
 			// dead server does not make the worker spin.
 			w.log.Error("bus: worker: waiting on the wake list", "err", err)
@@ -30,9 +41,13 @@ func (w *Worker) blocker() {
 				return
 			}
 			backoff = min(backoff*2, w.cfg.WakeTimeout)
-			marker = true
-		} else {
+		case err != nil:
+			marker, backoff = "", 50*time.Millisecond // a timeout
+		default:
 			backoff = 50 * time.Millisecond
+			if len(popped) == 2 { // the key, the marker
+				marker = popped[1]
+			}
 		}
 		select {
 		case w.wake <- marker:
