@@ -102,9 +102,9 @@
 // slots, so a busy worker completes and claims in one round trip. Idle, it
 // blocks on the wake list with BLPOP on a connection of its own (valkey-go's blocking pool, so
 // the shared pipeline never stalls) and arms a timer for the earliest scheduled run-at, read
-// on the server's clock ([Bus.NextDue]); it never polls on a fixed sleep. A job scheduled by
-// another process while every worker idles is noticed at the next housekeeping promote
-// (which pushes a wake marker) or wake timeout, whichever comes first.
+// on the server's clock ([Bus.NextDue]); it never polls on a fixed sleep. A job another
+// process schedules before that run-at (or into an empty schedule) wakes one idle worker with
+// the marker "s", and it reads the schedule's head again: the job runs at its run-at.
 //
 // # Waking idle workers
 //
@@ -114,9 +114,12 @@
 // worker blocks on it with BLPOP (or BLMOVE) and a timeout instead of polling, and claims
 // when it wakes. Markers pushed while no worker waited stay in the list, so a worker that
 // blocks later wakes at once. A marker is a hint, not a job: a woken worker may find nothing
-// to claim. Scheduled jobs push no marker until something promotes them (a claim,
-// [Bus.Promote]); a [Worker] arms a timer for the run-at it reads with [Bus.NextDue], and
-// its wake timeout bounds how late it notices a job scheduled after that read.
+// to claim. An enqueue that schedules a job earlier than the schedule's head (or into an
+// empty schedule) pushes the marker "s" instead: a [Worker] woken by it reads the head again
+// ([Bus.NextDue]) and arms its timer for that run-at, which it claims at (a claim promotes due
+// jobs first). A job scheduled behind the head pushes nothing: every worker's timer already
+// fires earlier, and re-reads the head then. A fail or snooze that schedules a retry pushes
+// nothing either: the worker that handed the job back arms its own timer for the retry.
 //
 // # Durability
 //

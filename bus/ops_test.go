@@ -92,7 +92,9 @@ func TestPauseResume(t *testing.T) {
 }
 
 // TestWakeMarker: enqueue pushes one marker per call, trimmed to 16; a scheduled job pushes
-// none until promote makes it pending; an idle worker blocked on the list wakes on enqueue.
+// "s" when it moves the schedule's head earlier (or the schedule was empty) and nothing
+// otherwise, and "1" once promote makes it pending; an idle worker blocked on the list wakes on
+// enqueue.
 func TestWakeMarker(t *testing.T) {
 	t.Parallel()
 	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
@@ -110,9 +112,16 @@ func TestWakeMarker(t *testing.T) {
 		require.Equal(t, slices.Repeat([]string{"1"}, 16), wake(), "trimmed to 16 markers")
 		require.NoError(t, c.Do(ctx, c.B().Del().Key(q.Wake()).Build()).Error())
 
-		_, err := b.Enqueue(ctx, name, []byte("later"), &bus.EnqueueOpts{Delay: 20 * time.Millisecond})
+		_, err := b.Enqueue(ctx, name, []byte("last"), &bus.EnqueueOpts{Delay: time.Hour})
 		require.NoError(t, err)
-		require.Empty(t, wake(), "a scheduled job wakes nobody")
+		require.Equal(t, []string{"s"}, wake(), "a job into an empty schedule moves its head")
+		_, err = b.Enqueue(ctx, name, []byte("later still"), &bus.EnqueueOpts{Delay: 2 * time.Hour})
+		require.NoError(t, err)
+		require.Equal(t, []string{"s"}, wake(), "a job behind the schedule's head wakes nobody")
+		_, err = b.Enqueue(ctx, name, []byte("later"), &bus.EnqueueOpts{Delay: 20 * time.Millisecond})
+		require.NoError(t, err)
+		require.Equal(t, []string{"s", "s"}, wake(), "a job before the schedule's head moves it earlier")
+		require.NoError(t, c.Do(ctx, c.B().Del().Key(q.Wake()).Build()).Error())
 		valkeytest.Eventually(t, 10*time.Second, "promote to move the job", func() bool {
 			moved, err := b.Promote(ctx, name, nil)
 			require.NoError(t, err)

@@ -44,7 +44,7 @@ func TestPeriodicFire(t *testing.T) {
 	// Fenced: the declaration's own millisecond and earlier.
 	s0 := snapshot()
 	for _, tick := range []int64{last, last - 1, 0} {
-		n, err := fireRaw(c, q, rk, ms(tick), id(tick), "fire")
+		n, err := fireRaw(c, q, rk, ms(tick), id(tick), fireTick)
 		require.NoError(t, err)
 		require.Equal(t, int64(0), n, "tick %d <= last is fenced", tick)
 	}
@@ -59,16 +59,17 @@ func TestPeriodicFire(t *testing.T) {
 		args []string
 		code string
 	}{
-		{"future tick", nil, []string{ms(now + 60_000), id(now + 60_000), "fire"}, "EMQARGS"},
-		{"tick not an integer", nil, []string{"1e5", id(1), "fire"}, "EMQARGS"},
-		{"tick of 16 digits", nil, []string{"1000000000000000", id(1), "fire"}, "EMQARGS"},
-		{"negative tick", nil, []string{"-5", id(1), "fire"}, "EMQARGS"},
-		{"bad id", nil, []string{ms(now), "JOB_x", "fire"}, "EMQARGS"},
+		{"future tick", nil, []string{ms(now + 60_000), id(now + 60_000), fireTick}, "EMQARGS"},
+		{"tick not an integer", nil, []string{"1e5", id(1), fireTick}, "EMQARGS"},
+		{"tick of 16 digits", nil, []string{"1000000000000000", id(1), fireTick}, "EMQARGS"},
+		{"negative tick", nil, []string{"-5", id(1), fireTick}, "EMQARGS"},
+		{"bad id", nil, []string{ms(now), "JOB_x", fireTick}, "EMQARGS"},
 		{"bad mode", nil, []string{ms(now), id(now), "again"}, "EMQARGS"},
+		{"fire flag of 2", nil, []string{ms(now), id(now), "2"}, "EMQARGS"},
 		{"missing ARGV", nil, []string{ms(now), id(now)}, "EMQARGS"},
-		{"another queue's pending", []string{rk, other.Pending(), q.Meta(), q.Wake()}, []string{ms(now), id(now), "fire"}, "EMQKEYS"},
-		{"not a schedule row", []string{q.Meta(), q.Pending(), q.Meta(), q.Wake()}, []string{ms(now), id(now), "fire"}, "EMQKEYS"},
-		{"no such schedule", []string{rk + "2", q.Pending(), q.Meta(), q.Wake()}, []string{ms(now), id(now), "fire"}, "EMQNOSCHED"},
+		{"another queue's pending", []string{rk, other.Pending(), q.Meta(), q.Wake()}, []string{ms(now), id(now), fireTick}, "EMQKEYS"},
+		{"not a schedule row", []string{q.Meta(), q.Pending(), q.Meta(), q.Wake()}, []string{ms(now), id(now), fireTick}, "EMQKEYS"},
+		{"no such schedule", []string{rk + "2", q.Pending(), q.Meta(), q.Wake()}, []string{ms(now), id(now), fireTick}, "EMQNOSCHED"},
 	} {
 		ks := tc.keys
 		if ks == nil {
@@ -86,14 +87,14 @@ func TestPeriodicFire(t *testing.T) {
 	jk, _ := q.Job(tickID(name, "p", t1))
 	require.NoError(t, c.Do(ctx, c.B().Hset().Key(jk).FieldValue().FieldValue("state", "pending").Build()).Error())
 	s1 := snapshot()
-	err := lua.Get("periodic_fire").Exec(ctx, c, []string{rk, q.Pending(), q.Meta(), q.Wake()}, []string{ms(t1), id(t1), "fire"}).Error()
+	err := lua.Get("periodic_fire").Exec(ctx, c, []string{rk, q.Pending(), q.Meta(), q.Wake()}, []string{ms(t1), id(t1), fireTick}).Error()
 	require.ErrorContains(t, err, "EMQEXISTS")
 	unchanged("a fire on an existing row", s1)
 	require.NoError(t, c.Do(ctx, c.B().Del().Key(jk).Build()).Error())
 
 	// Fire: the job row has exactly three fields, the id is pending, one wake marker, last moves.
 	t2 := last + 2
-	n, err := fireRaw(c, q, rk, ms(t2), id(t2), "fire")
+	n, err := fireRaw(c, q, rk, ms(t2), id(t2), fireTick)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 	jid := tickID(name, "p", t2)
@@ -116,7 +117,7 @@ func TestPeriodicFire(t *testing.T) {
 	// The same tick again, and an older one: fenced, nothing written (not EMQEXISTS).
 	s2 := snapshot()
 	for _, tick := range []int64{t2, t1} {
-		n, err = fireRaw(c, q, rk, ms(tick), id(tick), "fire")
+		n, err = fireRaw(c, q, rk, ms(tick), id(tick), fireTick)
 		require.NoError(t, err)
 		require.Equal(t, int64(0), n)
 	}
@@ -124,7 +125,7 @@ func TestPeriodicFire(t *testing.T) {
 
 	// Skip moves last and enqueues nothing.
 	t3 := last + 3
-	n, err = fireRaw(c, q, rk, ms(t3), id(t3), "skip")
+	n, err = fireRaw(c, q, rk, ms(t3), id(t3), skipTick)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n)
 	require.Equal(t, ms(t3), schedRow(t, c, q, "p")["last"])
@@ -135,7 +136,7 @@ func TestPeriodicFire(t *testing.T) {
 	require.NoError(t, b.PausePeriodic(ctx, name, "p"), "pausing twice is not an error")
 	s3 := snapshot()
 	t4 := last + 4
-	n, err = fireRaw(c, q, rk, ms(t4), id(t4), "fire")
+	n, err = fireRaw(c, q, rk, ms(t4), id(t4), fireTick)
 	require.NoError(t, err)
 	require.Equal(t, int64(0), n)
 	unchanged("a fire of a paused schedule", s3)
@@ -154,7 +155,7 @@ func TestPeriodicFire(t *testing.T) {
 	require.NoError(t, c.Do(ctx, c.B().Del().Key(q.Wake()).Build()).Error())
 	valkeytest.Eventually(t, 10*time.Second, "a tick after the resume", func() bool { return serverMillis(t, c) > resumed })
 	t5 := resumed + 1
-	n, err = fireRaw(c, q, rk, ms(t5), id(t5), "fire")
+	n, err = fireRaw(c, q, rk, ms(t5), id(t5), fireTick)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 	wl, err := c.Do(ctx, c.B().Llen().Key(q.Wake()).Build()).AsInt64()
@@ -203,7 +204,7 @@ func TestPeriodicScriptRefusals(t *testing.T) {
 	require.ErrorContains(t, err, "EMQTYPE")
 	require.Empty(t, schedRow(t, c, q, "p"))
 	require.NoError(t, c.Do(ctx, c.B().Set().Key(rk).Value("x").Build()).Error())
-	err = lua.Get("periodic_fire").Exec(ctx, c, []string{rk, q.Pending(), q.Meta(), q.Wake()}, []string{"1", tickID(name, "p", 1).String(), "fire"}).Error()
+	err = lua.Get("periodic_fire").Exec(ctx, c, []string{rk, q.Pending(), q.Meta(), q.Wake()}, []string{"1", tickID(name, "p", 1).String(), fireTick}).Error()
 	require.ErrorContains(t, err, "EMQTYPE")
 	require.NoError(t, c.Do(ctx, c.B().Del().Key(q.Periodics(), rk).Build()).Error())
 }

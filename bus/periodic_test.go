@@ -63,6 +63,9 @@ func tickID(queue, name string, tick int64) keys.JobID {
 	return keys.JobIDAt(tick, []byte(queue+"\x00"+name+"\x00"+strconv.FormatInt(tick, 10)))
 }
 
+// The values of periodic_fire's ARGV[3].
+const fireTick, skipTick = "1", "0"
+
 // fireRaw calls periodic_fire as any client of the protocol would.
 func fireRaw(c valkey.Client, q keys.Queue, row string, tick string, id string, mode string) (int64, error) {
 	keys := []string{row, q.Pending(), q.Meta(), q.Wake()}

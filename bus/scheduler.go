@@ -22,6 +22,9 @@ const DefaultSchedulerRefresh = 5 * time.Second
 // schedulerRetry is how long a scheduler waits after a pass that failed.
 const schedulerRetry = time.Second
 
+// schedulerFireTimeout bounds the round trip of a pass's fires, which Close lets finish.
+const schedulerFireTimeout = 10 * time.Second
+
 // SchedulerConfig configures a [Scheduler]. Queue is required; every other zero field means
 // its default.
 type SchedulerConfig struct {
@@ -154,9 +157,11 @@ func (s *Scheduler) Start() error {
 	return nil
 }
 
-// Close stops the loop and waits for its pass in flight, or for ctx. A fire cut short by
-// Close is safe: the next pass of any scheduler fires the tick or finds it fenced. Closing a
-// scheduler that never started, or twice, is not an error.
+// Close stops the loop and waits for its pass in flight, or for ctx. The fires a pass has
+// sent are not cut short: their replies are read and counted in [Scheduler.Stats]. A fire
+// that fails all the same (the connection broke) is safe: the next pass of any scheduler
+// fires the tick or finds it fenced. Closing a scheduler that never started, or twice, is not
+// an error.
 func (s *Scheduler) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -241,11 +246,11 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 		}
 		due, skip := r.ticks.plan(r.last, nowMs)
 		for _, tick := range due {
-			runs = append(runs, s.fireRun(r.name, tick, "fire"))
+			runs = append(runs, s.fireRun(r.name, tick, false))
 			fires = append(fires, fire{row: r, tick: tick})
 		}
 		if skip > 0 {
-			runs = append(runs, s.fireRun(r.name, skip, "skip"))
+			runs = append(runs, s.fireRun(r.name, skip, true))
 			fires = append(fires, fire{row: r, tick: skip, skip: true})
 		}
 		if n := r.ticks.next(max(r.last, nowMs)); n >= 0 && (next < 0 || n < next) {
@@ -253,7 +258,11 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	if len(runs) > 0 {
-		replies, _ := lua.Pipeline(ctx, s.b.client, runs, nil)
+		// Close does not cut the fires short: a fire that reached the server is answered and
+		// counted, so the stats match the jobs enqueued.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schedulerFireTimeout)
+		replies, _ := lua.Pipeline(fctx, s.b.client, runs, nil)
+		cancel()
 		for i, res := range results(replies) {
 			s.fired1(fires[i], res)
 		}
@@ -272,12 +281,16 @@ type fire struct {
 	skip bool
 }
 
-// fireRun is the periodic_fire call of one tick of schedule name.
-func (s *Scheduler) fireRun(name string, tick int64, mode string) lua.Run {
+// fireRun is the periodic_fire call of one tick of schedule name: a fire, or a skip.
+func (s *Scheduler) fireRun(name string, tick int64, skip bool) lua.Run {
 	row, _ := s.q.Periodic(name) // the rows read are of valid names only
 	t := strconv.FormatInt(tick, 10)
 	id := keys.JobIDAt(tick, []byte(s.cfg.Queue+"\x00"+name+"\x00"+t))
-	return lua.Run{Script: scPeriodicFire, Keys: []string{row, s.q.Pending(), s.q.Meta(), s.q.Wake()}, Args: []string{t, id.String(), mode}}
+	flag := "1" // periodic_fire's ARGV[3]: 1 fires, 0 skips
+	if skip {
+		flag = "0"
+	}
+	return lua.Run{Script: scPeriodicFire, Keys: []string{row, s.q.Pending(), s.q.Meta(), s.q.Wake()}, Args: []string{t, id.String(), flag}}
 }
 
 // fired1 counts and logs one fire's reply.

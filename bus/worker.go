@@ -199,7 +199,8 @@ type WorkerStats struct {
 // kinds' handlers with bounded concurrency, renews every lease it holds with one batched
 // extend per heartbeat, and sends each outcome (complete, retry with backoff, dead, snooze)
 // pipelined with the next claim in one round trip. Idle, it blocks on the queue's wake list
-// and wakes at the earliest scheduled run-at; it never polls on a fixed sleep. It reaps and
+// and wakes at the earliest scheduled run-at, one that another process's enqueue moved
+// earlier included (the "s" marker); it never polls on a fixed sleep. It reaps and
 // promotes its queue on a timer. See the package doc for a complete flow.
 type Worker struct {
 	b   *Bus
@@ -216,7 +217,7 @@ type Worker struct {
 	returns    chan *inflight // handlers that returned; capacity Concurrency, so a send never blocks
 	work       chan *inflight // jobs for the handler goroutines; capacity Concurrency
 	pool       sync.WaitGroup // the handler goroutines
-	wake       chan bool      // the blocker's answers: true for a marker (or an error), false for a timeout
+	wake       chan string    // the blocker's answers: the marker popped (wakeWork after an error), "" for a timeout
 	blockReq   chan struct{}  // the loop asks the blocker to block once
 	stop       chan struct{}  // closed by Close: stop claiming, drain
 	hard       chan struct{}  // closed when Close's deadline passed: cancel the handlers
@@ -327,7 +328,7 @@ func (w *Worker) Start() error {
 	w.beatEvery = w.heartbeatInterval()
 	w.returns = make(chan *inflight, w.cfg.Concurrency)
 	w.work = make(chan *inflight, w.cfg.Concurrency)
-	w.wake = make(chan bool, 1)
+	w.wake = make(chan string, 1)
 	w.blockReq = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
 	w.hard = make(chan struct{})

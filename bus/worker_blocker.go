@@ -10,7 +10,17 @@ import (
 // open and answers nothing, and a failover may meanwhile have moved the queue elsewhere.
 const blockSlack = time.Second
 
-// blocker blocks on the wake list when the loop asks, and answers on w.wake.
+// The values of the wake list's markers (FORMAT wake, in lua/enqueue.lua).
+const (
+	// wakeWork: a job became pending. Claim.
+	wakeWork = "1"
+	// wakeSchedule: an enqueue moved the schedule's head earlier. Read the head again, so the
+	// due timer fires at the new run-at, and claim.
+	wakeSchedule = "s"
+)
+
+// blocker blocks on the wake list when the loop asks, and answers on w.wake with the marker it
+// popped: "" for a timeout, wakeWork after an error (the loop then claims, which finds out).
 func (w *Worker) blocker() {
 	timeout := w.cfg.WakeTimeout.Seconds()
 	backoff := 50 * time.Millisecond
@@ -27,14 +37,15 @@ func (w *Worker) blocker() {
 		// blockCtx would then wait for that deadline.
 		ctx, cancel := context.WithCancel(w.blockCtx)
 		giveUp := time.AfterFunc(w.cfg.WakeTimeout+blockSlack, cancel)
-		err := c.Do(ctx, c.B().Blpop().Key(w.q.Wake()).Timeout(timeout).Build()).Error()
+		popped, err := c.Do(ctx, c.B().Blpop().Key(w.q.Wake()).Timeout(timeout).Build()).AsStrSlice()
 		giveUp.Stop()
 		cancel()
 		if w.blockCtx.Err() != nil {
 			return
 		}
-		marker := err == nil
-		if err != nil && !isNil(err) {
+		marker := wakeWork
+		switch {
+		case err != nil && !isNil(err):
 			// The server is unreachable or refused: wait before the loop tries again, so a
 			// dead server does not make the worker spin.
 			w.log.Error("bus: worker: waiting on the wake list", "err", err)
@@ -46,9 +57,13 @@ func (w *Worker) blocker() {
 				return
 			}
 			backoff = min(backoff*2, w.cfg.WakeTimeout)
-			marker = true
-		} else {
+		case err != nil:
+			marker, backoff = "", 50*time.Millisecond // a timeout
+		default:
 			backoff = 50 * time.Millisecond
+			if len(popped) == 2 { // the key, the marker
+				marker = popped[1]
+			}
 		}
 		select {
 		case w.wake <- marker:

@@ -212,8 +212,10 @@ func (l *loop) wait() {
 	case marker := <-l.w.wake:
 		l.blocking = false
 		l.hungry = true
-		if !marker {
-			l.dueCheck = true // a timeout: also look at the schedule again
+		if marker == "" || marker == wakeSchedule {
+			// A timeout, or an enqueue moved the schedule's head earlier: read it again, so
+			// the due timer fires at the new run-at.
+			l.dueCheck = true
 		}
 	case <-l.dueTimer.C:
 		l.dueAt = time.Time{}

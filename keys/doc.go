@@ -19,6 +19,11 @@
 //	emq:{<q>}:periodics       score-0 zset: the schedules' names    (Queue.Periodics)
 //	emq:{<topic>}:topic       broadcast channel                     (TopicChannel)
 //
+// The two channels are shard channels: published with SPUBLISH (by a script, from the slot of
+// the table's keys, for the invalidations) and received with SSUBSCRIBE. [Types], with each
+// type's [Type.Form], [Type.Value] and [Type.Doc], is the same table as data: PROTOCOL.md at the
+// repository root is generated from it and from the script headers of package lua.
+//
 // Names are validated once, when a [Table] or [Queue] is built; after that every builder is a
 // concatenation. [Parse] reads any string back into a [Key] or refuses it with an error that
 // wraps [ErrInvalid] and names the broken rule:

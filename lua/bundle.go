@@ -8,6 +8,8 @@
 // format: `sha1sum -c manifest.sha1` checks it), so a protocol change is a deliberate diff.
 package lua
 
+//go:generate go run ../internal/protocolgen -o ../PROTOCOL.md
+
 import (
 	"context"
 	"crypto/sha1"
@@ -15,18 +17,27 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/keys"
 )
 
 //go:embed *.lua manifest.sha1
 var files embed.FS
 
-// Param is one declared KEYS, ARGV or DERIVES entry of a header.
+// Param is one entry of a header: a KEYS, ARGV, DERIVES, FORMAT or ERROR line.
 type Param struct {
-	Name string // grammar form for keys (emq:{<q>}:pending), a short name for args (lease_ms)
+	// Name is the grammar form for keys (emq:{<q>}:pending), a short name for args (lease_ms;
+	// id* for a starred, repeating arg), the format's name, or the error code (EMQSTALE).
+	Name string
+	// Rule is set for args only: the rule every value must meet, one of [Rules] (uint[1,86400000],
+	// jobid, token, ...). A rule with a trailing "?" also admits the empty string.
+	Rule string
 	Doc  string
 }
 
@@ -34,10 +45,14 @@ type Param struct {
 type Header struct {
 	Summary string
 	Keys    []Param // KEYS[1..n], in order
-	Args    []Param // ARGV[1..n], in order
+	Args    []Param // ARGV[1..n], in order; a starred name repeats (see [ParseHeader])
 	Derives []Param // keys built inside the script from a declared key of the same hash tag
+	// Formats names each encoding the script's arguments, reply or messages carry, and each
+	// shared rule it follows (fencing, lease). Each is defined in exactly one script of the
+	// bundle; the others say "see <script>.lua".
+	Formats []Param
 	Reply   string
-	Errors  string
+	Errors  []Param // one per error code the script may answer: Name is the code
 }
 
 // Script is one file of the bundle.
@@ -123,11 +138,21 @@ func mustLoad() map[string]*Script {
 	return out
 }
 
-// ParseHeader reads the comment block that opens a script. Tagged lines are
-// "-- KEYS[i] <name> <doc>", "-- ARGV[i] <name> <doc>", "-- DERIVES <name> <doc>",
-// "-- REPLY <text>" and "-- ERRORS <text>"; a comment line indented past the tag column
-// continues the entry above it. KEYS and ARGV must be numbered 1..n in order, and REPLY and
-// ERRORS must be present.
+// ParseHeader reads the comment block that opens a script. Lines before the first tag are the
+// summary. Tagged lines are
+//
+//	-- KEYS[i]  <grammar form>  <doc>
+//	-- ARGV[i]  <name>  <rule>  <doc>
+//	-- DERIVES  <grammar form>  <doc>
+//	-- FORMAT   <name>  <definition, or "see <script>.lua">
+//	-- REPLY    <text>
+//	-- ERROR    <CODE>  <when it is answered>
+//
+// and a comment line indented past the tag column continues the entry above it. KEYS and
+// ARGV are numbered 1..n in order; an ARGV name ending in "*" repeats (the starred args form
+// one item, given once per item after the plain args). Every ARGV names a rule of [Rules];
+// REPLY and at least one ERROR are required; an error code is EMQ or ECC and upper-case
+// letters, and no name appears twice in one list.
 func ParseHeader(src string) (Header, error) {
 	var h Header
 	var last *string // where a continuation line goes
@@ -150,15 +175,36 @@ func ParseHeader(src string) (Header, error) {
 				return h, fmt.Errorf("header: %s out of order, expected %s", tag, want)
 			}
 			p := param(rest)
+			if tag[0] == 'A' {
+				rule, doc, _ := strings.Cut(p.Doc, " ")
+				if err := CheckRule(rule); err != nil {
+					return h, fmt.Errorf("header: %s %s: %w", tag, p.Name, err)
+				}
+				p.Rule, p.Doc = rule, strings.TrimSpace(doc)
+			}
 			*list = append(*list, p)
 			last = &(*list)[len(*list)-1].Doc
 		case tag == "DERIVES":
 			h.Derives = append(h.Derives, param(rest))
 			last = &h.Derives[len(h.Derives)-1].Doc
+		case tag == "FORMAT":
+			p := param(rest)
+			if !formatName.MatchString(p.Name) {
+				return h, fmt.Errorf("header: FORMAT %q: a format's name is lower-case letters", p.Name)
+			}
+			h.Formats = append(h.Formats, p)
+			last = &h.Formats[len(h.Formats)-1].Doc
 		case tag == "REPLY":
 			h.Reply, last = rest, &h.Reply
+		case tag == "ERROR":
+			p := param(rest)
+			if !errorCode.MatchString(p.Name) {
+				return h, fmt.Errorf("header: ERROR %q: an error code is EMQ or ECC and upper-case letters", p.Name)
+			}
+			h.Errors = append(h.Errors, p)
+			last = &h.Errors[len(h.Errors)-1].Doc
 		case tag == "ERRORS":
-			h.Errors, last = rest, &h.Errors
+			return h, fmt.Errorf("header: ERRORS is gone: write one ERROR <CODE> <doc> line per code")
 		case text == "":
 			last = nil
 		case last != nil && strings.HasPrefix(body, "          "):
@@ -170,13 +216,81 @@ func ParseHeader(src string) (Header, error) {
 		}
 	}
 	h.Summary = strings.Join(summary, " ")
-	if h.Reply == "" || h.Errors == "" {
-		return h, fmt.Errorf("header: REPLY and ERRORS are required")
+	if h.Reply == "" || len(h.Errors) == 0 {
+		return h, fmt.Errorf("header: REPLY and at least one ERROR are required")
+	}
+	for what, list := range map[string][]Param{"KEYS": h.Keys, "ARGV": h.Args, "FORMAT": h.Formats, "ERROR": h.Errors} {
+		seen := map[string]bool{}
+		for _, p := range list {
+			if seen[p.Name] {
+				return h, fmt.Errorf("header: %s %s appears twice", what, p.Name)
+			}
+			seen[p.Name] = true
+		}
 	}
 	return h, nil
 }
 
+var (
+	formatName = regexp.MustCompile(`^[a-z]+$`)
+	errorCode  = regexp.MustCompile(`^(EMQ|ECC)[A-Z]+$`)
+	uintRule   = regexp.MustCompile(`^uint\[(0|[1-9][0-9]{0,14}),(0|[1-9][0-9]{0,14})\]$`)
+)
+
 func param(s string) Param {
 	name, doc, _ := strings.Cut(s, " ")
 	return Param{Name: name, Doc: strings.TrimSpace(doc)}
+}
+
+// MaxUint is the largest integer an argument may carry: 15 decimal digits, which Lua's
+// numbers (doubles) hold exactly.
+const MaxUint = 999_999_999_999_999
+
+// rules are the rules an ARGV may name. Every script checks each of its arguments against its
+// rule before it reads or writes a key, and answers its role's argument error (EMQARGS,
+// ECCARG) otherwise.
+var rules = []Param{
+	{Name: "uint[lo,hi]", Doc: "a decimal integer: ^[0-9]+$ (no sign, exponent, point, space or hex), at most 15 digits, lo <= n <= hi"},
+	{Name: "jobid", Doc: "a JOB id: ^JOB_[0-7][0-9A-HJKMNP-TV-Z]{25}$, 30 bytes (FORMAT jobid)"},
+	{Name: "fence", Doc: "a fencing token (FORMAT fencing): a decimal integer without leading zeros, ^[1-9][0-9]*$, at most 15 digits"},
+	{Name: "token", Doc: "a token: exactly 16 bytes of [0-9A-Za-z]"},
+	{Name: "id", Doc: "an id: " + keys.IDRule},
+	{Name: "sha1", Doc: "a SHA1 in hex: exactly 40 bytes of [0-9a-f]"},
+	{Name: "cursor", Doc: "a SCAN cursor: ^[0-9]+$, at most 18446744073709551615"},
+	{Name: "row", Doc: "a cache row of kind value or not found (FORMAT row): a value row is \\xEC\\x01V, a version of 16 bytes of [0-9A-Za-z] and 12 bytes or more (31 bytes at least); a not-found row is \\xEC\\x01N and 4 bytes (7 bytes exactly)"},
+	{Name: "valuerow", Doc: "a cache row of kind value (FORMAT row): \\xEC\\x01V, a version of 16 bytes of [0-9A-Za-z] and 12 bytes or more (31 bytes at least)"},
+	{Name: "bytes", Doc: "any bytes"},
+}
+
+// Rules lists the rules an ARGV may name, each with its definition. A rule followed by "?"
+// also admits the empty string (id?: "" or an id).
+func Rules() []Param { return append([]Param(nil), rules...) }
+
+// CheckRule reports whether rule is a rule of [Rules], optionally followed by "?", with
+// uint bounds lo <= hi <= [MaxUint].
+func CheckRule(rule string) error {
+	r := strings.TrimSuffix(rule, "?")
+	if lo, hi, ok := UintBounds(r); ok {
+		if lo > hi {
+			return fmt.Errorf("rule %s: lo > hi", rule)
+		}
+		return nil
+	}
+	for _, p := range rules {
+		if p.Name == r && !strings.HasPrefix(r, "uint") {
+			return nil
+		}
+	}
+	return fmt.Errorf("rule %q is none of uint[lo,hi], jobid, fence, token, id, sha1, cursor, row, valuerow, bytes", rule)
+}
+
+// UintBounds reads the bounds of a uint[lo,hi] rule.
+func UintBounds(rule string) (lo, hi int64, ok bool) {
+	m := uintRule.FindStringSubmatch(rule)
+	if m == nil {
+		return 0, 0, false
+	}
+	lo, _ = strconv.ParseInt(m[1], 10, 64)
+	hi, _ = strconv.ParseInt(m[2], 10, 64)
+	return lo, hi, true
 }

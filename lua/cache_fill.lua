@@ -1,32 +1,57 @@
 -- cache_fill: finish a fill: write the row only while it still holds the caller's token.
 --
 -- A filler owns a row through a token: a fill lease "\xEC\x01L" .. token, written with
--- SET NX PX before the loader ran, or an early-refresh claim "\xEC\x01R" .. token .. body
--- (cache_refresh). The new row is written only if the row still carries that token: a lease
--- that expired and was taken over, or that an invalidation deleted, refuses the write, so a
--- value loaded before an invalidation never lands in L2. An empty new row releases instead:
--- a lease row is deleted, a refresh claim is undone (the value stays, with its TTL).
+-- SET NX PX before the loader ran (or by cache_reclaim), or an early-refresh claim
+-- "\xEC\x01R" .. token .. body (cache_refresh). The new row is written only if the row still
+-- carries that token: a lease that expired and was taken over, or that an invalidation
+-- deleted, refuses the write, so a value loaded before an invalidation never lands in L2. An
+-- empty new row releases instead: a lease row is deleted, a refresh claim is undone (the
+-- value stays, with its TTL).
 --
--- The row format (cache/row.go), shared by cache_fill, cache_refresh and cache_reclaim:
--- value "\xEC\x01V" .. version (16 bytes: the writer's token) .. load time (4 bytes,
--- big-endian microseconds) .. expiry hint (8 bytes, big-endian unix ms by the writer's
--- clock) .. payload; not found "\xEC\x01N" .. load time; fill lease "\xEC\x01L" .. token;
--- value claimed for refresh "\xEC\x01R" .. token .. the value row without its first 3
--- bytes. Anything else is unreadable: readers treat it as a miss.
---
--- KEYS[1]  ecc:{<table>}:<id>      the L2 row
--- ARGV[1]  token                   the caller's token: 16 bytes
--- ARGV[2]  row                     the new row (header and payload), or the empty string to
---          release the caller's lease or refresh claim
--- ARGV[3]  px                      the new row's TTL in ms, an integer > 0; ignored on release
+-- KEYS[1]  ecc:{<table>}:<id>      the L2 row (FORMAT row)
+-- ARGV[1]  token  token  the caller's token: its fill lease's or its refresh claim's
+-- ARGV[2]  row    row?   the new row: a value row whose version is the token, or a not-found
+--          row; "" releases the caller's lease or refresh claim
+-- ARGV[3]  px     uint[1,999999999999999]  the new row's TTL in ms; checked but unused on a
+--          release. The Go cache passes the table's TTL (NegativeTTL for a not-found row)
+--          minus its jitter, and 1 on a release
+-- FORMAT   row      an L2 row opens with 3 bytes: \xEC (magic), \x01 (the format version), the
+--          kind. Value: "\xEC\x01V", version (16 bytes of [0-9A-Za-z]: the token of the fill
+--          or the write that made it), load time (4 bytes, big-endian: the microseconds the
+--          loader took), expiry hint (8 bytes, big-endian: unix ms by the writer's clock, a
+--          hint that is never used as a deadline), payload (the table's codec; may be empty).
+--          Not found: "\xEC\x01N" and the load time, 7 bytes in all. Fill lease: "\xEC\x01L"
+--          and the filler's token, 19 bytes in all, written with SET NX PX before the loader
+--          runs. Refreshing: "\xEC\x01R", the claimant's token, then the value row without its
+--          first 3 bytes. Anything else is unreadable: readers treat it as a miss and replace
+--          it through cache_reclaim. The Go cache makes tokens of 16 random [0-9A-Za-z].
 -- REPLY    1 when the row was written or the lease released; 0 when the row no longer holds
 --          the caller's token (nothing is changed)
--- ERRORS   ECCARG when the token is not 16 bytes or px is not a positive integer
-local token = ARGV[1]
-if #token ~= 16 then return redis.error_reply('ECCARG token must be 16 bytes') end
-local px = tonumber(ARGV[3])
-if ARGV[2] ~= '' and (not px or px < 1 or px ~= math.floor(px)) then
-  return redis.error_reply('ECCARG px must be a positive integer')
+-- ERROR    ECCKEYS    KEYS[1] is not a row key of the grammar
+-- ERROR    ECCARG     an ARGV does not meet its rule, the row's version is not the token, or
+--          the count of ARGV is not 3
+-- ERROR    ECCTYPE    the key holds another type than string
+local name, id = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$')
+if #KEYS ~= 1 or not name or #name > 64 or #id > 512 or string.find(id, '[%z\1-\31\127]') then
+  return redis.error_reply('ECCKEYS expected ecc:{<table>}:<id>, a row key of the grammar')
+end
+if #ARGV ~= 3 then return redis.error_reply('ECCARG expected 3 ARGV: token, row, px') end
+local token, new, px = ARGV[1], ARGV[2], ARGV[3]
+if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then
+  return redis.error_reply('ECCARG token must be 16 bytes of [0-9A-Za-z]')
+end
+if new ~= '' then
+  local head = string.sub(new, 1, 3)
+  if not (head == '\236\1V' and #new >= 31 and string.sub(new, 4, 19) == token or head == '\236\1N' and #new == 7) then
+    return redis.error_reply('ECCARG row must be a value row whose version is the token, or a not-found row')
+  end
+end
+if #px > 15 or not string.match(px, '^[0-9]+$') or tonumber(px) < 1 then
+  return redis.error_reply('ECCARG px must be an integer in [1, 999999999999999]')
+end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'string' then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a string')
 end
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
@@ -34,8 +59,8 @@ local head = string.sub(cur, 1, 3)
 if (head ~= '\236\1L' and head ~= '\236\1R') or string.sub(cur, 4, 19) ~= token then
   return 0
 end
-if ARGV[2] ~= '' then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+if new ~= '' then
+  redis.call('SET', KEYS[1], new, 'PX', px)
 elseif head == '\236\1L' then
   redis.call('DEL', KEYS[1])
 else

@@ -1,44 +1,54 @@
 -- cache_invalidate: delete rows, bump the table's sequence, publish the invalidation.
 --
--- The record and the message are as in cache_set: the message is "<epoch>\n<seq>\n<server
--- time in microseconds>\n<prev>\n<token>" followed by "\n<id>" per id, one sequence number
--- for the whole call; the record's last becomes this call's token.
+-- One sequence number and one message for the whole call, naming every id in call order.
 -- Deleting a row also deletes a fill lease on it, so a fill that began before this call
--- cannot write the value it loaded. The caller sends at most a few hundred ids per call.
+-- cannot write the value it loaded.
 --
--- KEYS[1]  ecc:{<table>}           the coherence record (hash: epoch, seq, last)
--- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel
--- ARGV[1]  token                   16 bytes, unique per call: names a new epoch if the record
---          is missing, and becomes the record's last
--- ARGV[2]  id                      the first id (row-key form, validated by the caller);
---          more ids follow as ARGV[3], ARGV[4], ...
+-- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval)
+-- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval)
+-- ARGV[1]  token  token  unique per call: names a new epoch if the record is missing, and
+--          becomes the record's last (FORMAT inval)
+-- ARGV[2]  id*    id     a starred ARGV repeats: one row id per row, one at least and 1000 at
+--          most (an id may repeat). The Go cache sends at most 256 per call
 -- DERIVES  ecc:{<table>}:<id>      each row: KEYS[1] .. ":" .. id
--- REPLY    {epoch, seq}: the record after the bump
--- ERRORS   ECCKEYS when the KEYS are not one table's record and channel; ECCARG when the
---          token is not 16 bytes, no id is given or an id is empty
-local name = string.match(KEYS[1], '^ecc:{([%w_.%-]+)}$')
-if not name or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
+-- FORMAT   inval    see cache_set.lua
+-- REPLY    {epoch, seq}: the record after the bump (a string and an integer)
+-- ERROR    ECCKEYS    the KEYS are not one table's record and channel
+-- ERROR    ECCARG     an ARGV does not meet its rule, or no id or more than 1000 are given
+-- ERROR    ECCTYPE    the record holds another type than hash
+local name = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}$')
+if #KEYS ~= 2 or not name or #name > 64 or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
   return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table')
 end
-if #ARGV[1] ~= 16 then return redis.error_reply('ECCARG token must be 16 bytes') end
-if #ARGV < 2 then return redis.error_reply('ECCARG no id') end
+local token = ARGV[1] or ''
+if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then
+  return redis.error_reply('ECCARG token must be 16 bytes of [0-9A-Za-z]')
+end
+if #ARGV < 2 or #ARGV > 1001 then return redis.error_reply('ECCARG expected 1 to 1000 ids') end
 for i = 2, #ARGV do
-  if ARGV[i] == '' then return redis.error_reply('ECCARG empty id') end
+  local id = ARGV[i]
+  if id == '' or #id > 512 or string.find(id, '[%z\1-\31\127]') then
+    return redis.error_reply('ECCARG ARGV[' .. i .. '] must be 1 to 512 bytes without control bytes')
+  end
+end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'hash' then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash')
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
 if not epoch then
-  epoch = us .. '.' .. ARGV[1]
+  epoch = us .. '.' .. token
   redis.call('HSET', KEYS[1], 'epoch', epoch)
 end
 local prev = redis.call('HGET', KEYS[1], 'last') or ''
-local msg = {epoch, '', us, prev, ARGV[1]}
+redis.call('HSET', KEYS[1], 'last', token)
+local msg = {epoch, '', us, prev, token}
 for i = 2, #ARGV do
   redis.call('DEL', KEYS[1] .. ':' .. ARGV[i])
   msg[#msg + 1] = ARGV[i]
 end
-redis.call('HSET', KEYS[1], 'last', ARGV[1])
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 msg[2] = tostring(seq)
 redis.call('SPUBLISH', KEYS[2], table.concat(msg, '\n'))

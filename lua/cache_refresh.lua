@@ -7,21 +7,33 @@
 -- refreshes: a row refreshed meanwhile is a new version and is not claimed again by a reader
 -- of the old one. A claimant that dies leaves the claim until the row expires; the row is
 -- then filled as usual. An invalidation that deletes the row voids the claim, so a refresh
--- loaded before it is never written. The row format is documented in cache/row.go.
+-- loaded before it is never written.
 --
--- KEYS[1]  ecc:{<table>}:<id>      the L2 row
--- ARGV[1]  token                   the claimant's token: 16 bytes
--- ARGV[2]  version                 the row version to refresh (16 bytes, from the row)
+-- KEYS[1]  ecc:{<table>}:<id>      the L2 row (FORMAT row)
+-- ARGV[1]  token    token  the claimant's token
+-- ARGV[2]  version  token  the row version to refresh, as read from the row
+-- FORMAT   row      see cache_fill.lua
 -- REPLY    1 when claimed; 0 when the row is not an unclaimed value row of that version
 --          (absent, not found, a fill lease, already claimed, another version, or
 --          unreadable) and nothing was changed
--- ERRORS   ECCARG when the token or the version is not 16 bytes
-local token = ARGV[1]
-if #token ~= 16 or #ARGV[2] ~= 16 then
-  return redis.error_reply('ECCARG token and version must be 16 bytes')
+-- ERROR    ECCKEYS    KEYS[1] is not a row key of the grammar
+-- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 2
+-- ERROR    ECCTYPE    the key holds another type than string
+local name, id = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$')
+if #KEYS ~= 1 or not name or #name > 64 or #id > 512 or string.find(id, '[%z\1-\31\127]') then
+  return redis.error_reply('ECCKEYS expected ecc:{<table>}:<id>, a row key of the grammar')
+end
+if #ARGV ~= 2 then return redis.error_reply('ECCARG expected 2 ARGV: token, version') end
+local token, version = ARGV[1], ARGV[2]
+if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') or #version ~= 16 or string.find(version, '[^0-9A-Za-z]') then
+  return redis.error_reply('ECCARG token and version must be 16 bytes of [0-9A-Za-z]')
+end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'string' then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a string')
 end
 local cur = redis.call('GET', KEYS[1])
 if not cur or #cur < 31 or string.sub(cur, 1, 3) ~= '\236\1V' then return 0 end
-if string.sub(cur, 4, 19) ~= ARGV[2] then return 0 end
+if string.sub(cur, 4, 19) ~= version then return 0 end
 redis.call('SET', KEYS[1], '\236\1R' .. token .. string.sub(cur, 4), 'KEEPTTL')
 return 1

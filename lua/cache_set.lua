@@ -1,49 +1,74 @@
 -- cache_set: write-through: write one row, bump the table's sequence, publish the invalidation.
 --
--- The table's coherence record ecc:{<table>} holds its epoch (an id made when the record is
--- missing: server TIME and the caller's token, so a record lost to FLUSHALL or a restart
--- without persistence comes back as a new epoch) and its sequence, bumped by one per
--- invalidation. The row is written over whatever is there: a fill lease loses its token, so
--- the filler's cache_fill is refused and the value it loaded before this write never lands.
--- The record's field last holds the token of the last write (ARGV[1]); each message names
--- the token before it (prev, "" when the record had none) and its own, so a subscriber can
--- tell a record that went back in time (a restore from a snapshot, a promoted replica that
--- lagged) from a duplicate even when new writes pushed the sequence past where it was.
--- The message is "<epoch>\n<seq>\n<server time in microseconds>\n<prev>\n<token>\n<id>",
--- published on the table's channel from the same slot, so every subscriber sees the
--- sequence in order. The row key is derived from KEYS[1]: the record's key, ":", the id.
+-- The row is written over whatever is there: a fill lease loses its token, so the filler's
+-- cache_fill is refused and the value it loaded before this write never lands. The message
+-- names the one id and is published on the table's channel from the same slot, so every
+-- subscriber sees the sequence in order. The row key is derived from KEYS[1]: the record's
+-- key, ":", the id.
 --
--- KEYS[1]  ecc:{<table>}           the coherence record (hash: epoch, seq, last)
--- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel
--- ARGV[1]  token                   16 bytes, unique per call: names a new epoch if the record
---          is missing, and becomes the record's last
--- ARGV[2]  px                      the row's TTL in ms, an integer > 0
--- ARGV[3]  id                      the row id (row-key form, validated by the caller)
--- ARGV[4]  row                     the new row (header and payload, see cache/row.go)
+-- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval)
+-- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval)
+-- ARGV[1]  token  token     unique per call: names a new epoch if the record is missing, and
+--          becomes the record's last (FORMAT inval)
+-- ARGV[2]  px     uint[1,999999999999999]  the row's TTL in ms. The Go cache passes the
+--          table's TTL minus its jitter
+-- ARGV[3]  id     id        the row id
+-- ARGV[4]  row    valuerow  the new row (FORMAT row)
 -- DERIVES  ecc:{<table>}:<id>      the row: KEYS[1] .. ":" .. id
--- REPLY    {epoch, seq}: the record after the bump
--- ERRORS   ECCKEYS when the KEYS are not one table's record and channel; ECCARG when the
---          token is not 16 bytes, px is not a positive integer or the id is empty
-local name = string.match(KEYS[1], '^ecc:{([%w_.%-]+)}$')
-if not name or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
+-- FORMAT   row      see cache_fill.lua
+-- FORMAT   inval    a table's coherence record ecc:{<table>} is a hash of epoch, seq and last.
+--          epoch is "<server TIME in microseconds>.<token>" (16 digits, ".", the 16 bytes of
+--          the token of the call that made it), made when the record is missing, so a record
+--          lost to FLUSHALL or to a restart without persistence comes back as a new epoch;
+--          cache_flush replaces it. seq grows by one per invalidation (HINCRBY). last is the
+--          token of the last call that wrote the record (each call passes a token of its own).
+--          Each call of cache_set, cache_invalidate and cache_flush publishes one message with
+--          SPUBLISH on the table's shard channel emq:{<table>}:inval (subscribe with
+--          SSUBSCRIBE): fields joined by "\n": the epoch, seq (decimal), the server TIME in
+--          microseconds (decimal), prev (the record's last before this call, "" when it had
+--          none), this call's token, then one field per id invalidated (none after a flush:
+--          the whole table). Ids hold no control bytes and tokens no "\n", so splitting on
+--          "\n" is exact. A subscriber drops the named ids from its L1, and flushes the
+--          table's L1 when the epoch changes, when seq is not the last one seen plus 1 (a lost
+--          message), or when prev is not the token of the last message it applied: the record
+--          went back in time (a restore from a snapshot, a lagging replica promoted), even if
+--          new writes pushed seq past where it was.
+-- REPLY    {epoch, seq}: the record after the bump (a string and an integer)
+-- ERROR    ECCKEYS    the KEYS are not one table's record and channel
+-- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 4
+-- ERROR    ECCTYPE    the record holds another type than hash
+local name = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}$')
+if #KEYS ~= 2 or not name or #name > 64 or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
   return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table')
 end
-if #ARGV[1] ~= 16 then return redis.error_reply('ECCARG token must be 16 bytes') end
-local px = tonumber(ARGV[2])
-if not px or px < 1 or px ~= math.floor(px) then
-  return redis.error_reply('ECCARG px must be a positive integer')
+if #ARGV ~= 4 then return redis.error_reply('ECCARG expected 4 ARGV: token, px, id, row') end
+local token, px, id, new = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then
+  return redis.error_reply('ECCARG token must be 16 bytes of [0-9A-Za-z]')
 end
-if ARGV[3] == '' then return redis.error_reply('ECCARG empty id') end
+if #px > 15 or not string.match(px, '^[0-9]+$') or tonumber(px) < 1 then
+  return redis.error_reply('ECCARG px must be an integer in [1, 999999999999999]')
+end
+if id == '' or #id > 512 or string.find(id, '[%z\1-\31\127]') then
+  return redis.error_reply('ECCARG id must be 1 to 512 bytes without control bytes')
+end
+if #new < 31 or string.sub(new, 1, 3) ~= '\236\1V' or string.find(string.sub(new, 4, 19), '[^0-9A-Za-z]') then
+  return redis.error_reply('ECCARG row must be a value row')
+end
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'hash' then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash')
+end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
 if not epoch then
-  epoch = us .. '.' .. ARGV[1]
+  epoch = us .. '.' .. token
   redis.call('HSET', KEYS[1], 'epoch', epoch)
 end
-redis.call('SET', KEYS[1] .. ':' .. ARGV[3], ARGV[4], 'PX', ARGV[2])
 local prev = redis.call('HGET', KEYS[1], 'last') or ''
-redis.call('HSET', KEYS[1], 'last', ARGV[1])
+redis.call('HSET', KEYS[1], 'last', token)
+redis.call('SET', KEYS[1] .. ':' .. id, new, 'PX', px)
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. ARGV[1] .. '\n' .. ARGV[3])
+redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. token .. '\n' .. id)
 return {epoch, seq}

@@ -4,17 +4,21 @@
 -- TTL, so its key still answers the cancelled job's id.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set
--- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms)
--- ARGV[1]  id                           the job's JOB id
+-- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
+-- ARGV[1]  id  jobid                    the job's JOB id
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- FORMAT   jobid    see enqueue.lua
 -- REPLY    the state the job had: "pending" or "scheduled"
--- ERRORS   EMQNOJOB <id> when the job has no row; EMQSTATE <state> <id> when it is active or dead
---          (nothing written); EMQKEYS when the KEYS are not one queue's pending, schedule;
---          EMQARGS when id is not a JOB id; EMQTYPE when a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)pending$')
-if not base or #base > 71 or KEYS[2] ~= base .. 'schedule' then
+-- ERROR    EMQNOJOB   <id>: the job has no row
+-- ERROR    EMQSTATE   <state> <id>: the job is active or dead (nothing written)
+-- ERROR    EMQKEYS    the KEYS are not one queue's pending, schedule
+-- ERROR    EMQARGS    id is not a JOB id, or the count of ARGV is not 1
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
+if #KEYS ~= 2 or not base or #base > 71 or KEYS[2] ~= base .. 'schedule' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, schedule of one queue')
 end
+if #ARGV ~= 1 then return redis.error_reply('EMQARGS expected 1 ARGV: id') end
 local id = ARGV[1]
 if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
   return redis.error_reply('EMQARGS ARGV[1] is not a JOB id')

@@ -10,32 +10,48 @@
 -- missing or is not a hash cannot be worked: it is dropped from the set it was taken from.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set; lex order is mint order
--- KEYS[2]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
+-- KEYS[2]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms); due ids move to pending first
 -- KEYS[4]  emq:{<q>}:meta               hash; field paused = "1" refuses the claim
--- ARGV[1]  lease_ms                     lease length in milliseconds, an integer > 0
--- ARGV[2]  count                        how many jobs to claim at most, an integer > 0
--- ARGV[3]  promote_limit                how many due scheduled jobs (run-at <= server TIME) to
---          promote before claiming, oldest run-at first; 0 promotes none
+-- ARGV[1]  lease_ms       uint[1,999999999999999]  lease length in ms from server TIME. The
+--          Go bus passes ClaimOpts.Lease, else Config.Lease (default 30000, 30 s); its worker
+--          passes WorkerConfig.Lease (default Config.Lease)
+-- ARGV[2]  count          uint[1,999999999999999]  how many jobs to claim at most
+-- ARGV[3]  promote_limit  uint[0,999999999999999]  how many due scheduled jobs (run-at <=
+--          server TIME) to promote before claiming, oldest run-at first; 0 promotes none. The
+--          Go bus passes ClaimOpts.PromoteLimit, else Config.PromoteLimit (default 100)
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   envelope see enqueue.lua
+-- FORMAT   servertime  every time a script reads is the server's TIME, as milliseconds:
+--          seconds * 1000 + floor(microseconds / 1000). Lease deadlines (active) and run-ats
+--          (schedule) are such milliseconds; no client clock takes part in a lease. A client
+--          that checks a deadline brackets its call with TIME before and after.
+-- FORMAT   lease    a claimed job's id is in active, scored by its lease deadline: server TIME
+--          + lease_ms at its claim or its last extend. The lease ran out when the deadline is
+--          <= server TIME: reap then moves the job back to pending (or to dead when its
+--          attempts reached the maximum), and the next claim mints a newer token, which fences
+--          out the old holder. complete, completemany, fail and snooze do not read the
+--          deadline: a lease that ran out but was not yet reaped still completes.
 -- REPLY    {} when pending is empty; else {id, payload, attempts, id, payload, attempts, ...}:
 --          one triple per claimed job, oldest first: the JOB id, the payload bytes, and the new
---          attempts count, which is the fencing token of this claim. The lease deadline is the
---          server's TIME (ms) at the call plus lease_ms.
--- ERRORS   EMQKEYS when the KEYS are not one queue's pending, active, schedule, meta;
---          EMQARGS when an ARGV is not as declared; EMQTYPE when a key holds another type;
---          EMQPAUSED when the queue is paused (nothing is written)
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)pending$')
-if not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'meta' then
+--          attempts count (an integer), which is the fencing token of this claim
+-- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, meta
+-- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 3
+-- ERROR    EMQTYPE    a key holds another type
+-- ERROR    EMQPAUSED  the queue is paused (nothing is written)
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
+if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'meta' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, meta of one queue')
 end
-local function uint(s)
-  if #s <= 15 and string.match(s, '^%d+$') then return tonumber(s) end
+local function uint(s, lo)
+  if s and #s <= 15 and string.match(s, '^[0-9]+$') and tonumber(s) >= lo then return tonumber(s) end
 end
-local lease, count, plimit = uint(ARGV[1]), uint(ARGV[2]), uint(ARGV[3])
-if not lease or lease < 1 then return redis.error_reply('EMQARGS lease_ms must be an integer > 0') end
-if not count or count < 1 then return redis.error_reply('EMQARGS count must be an integer > 0') end
-if not plimit then return redis.error_reply('EMQARGS promote_limit must be an integer >= 0') end
+if #ARGV ~= 3 then return redis.error_reply('EMQARGS expected 3 ARGV: lease_ms, count, promote_limit') end
+local lease, count, plimit = uint(ARGV[1], 1), uint(ARGV[2], 1), uint(ARGV[3], 0)
+if not lease then return redis.error_reply('EMQARGS lease_ms must be an integer in [1, 999999999999999]') end
+if not count then return redis.error_reply('EMQARGS count must be an integer in [1, 999999999999999]') end
+if not plimit then return redis.error_reply('EMQARGS promote_limit must be an integer in [0, 999999999999999]') end
 local function typeerr(key, got, want)
   if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
 end

@@ -1,27 +1,36 @@
 -- complete: retire a claimed job. Nothing of it remains: its row is deleted and its id leaves
 -- the active set.
 --
--- Fenced: the row must exist, have state "active" and attempts equal to the caller's token
--- (the attempts count its claim minted). Otherwise the script writes nothing and replies
--- EMQSTALE with the reason, so a zombie holding an old token cannot retire the job of the
+-- Fenced (FORMAT fencing), so a zombie holding an old token cannot retire the job of the
 -- current lease holder. A lease that ran out but was not yet reaped still completes.
 --
--- KEYS[1]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
--- ARGV[1]  id                           the job's JOB id
--- ARGV[2]  token                        the attempts count the claim returned, an integer > 0
+-- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
+-- ARGV[1]  id     jobid                    the job's JOB id
+-- ARGV[2]  token  fence                    the attempts count the claim returned
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   lease    see claim.lua
+-- FORMAT   fencing  attempts is the fencing token: a claim increments the row's attempts and
+--          returns it, and attempts never goes down. Every verb on a claimed job (complete,
+--          completemany, fail, extend, snooze) checks inside the script, before any write,
+--          that the job's row exists (else "EMQSTALE no row"), that its state is "active"
+--          (else "EMQSTALE not active") and that its attempts equals the caller's token,
+--          compared as decimal strings (else "EMQSTALE token mismatch"); a refused verb
+--          writes nothing.
 -- REPLY    1 (integer): the job was retired
--- ERRORS   EMQSTALE no row | EMQSTALE not active | EMQSTALE token mismatch (nothing written);
---          EMQKEYS when KEYS[1] is not a queue's active set; EMQARGS when an ARGV is not as
---          declared; EMQTYPE when a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)active$')
-if not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
+-- ERROR    EMQSTALE   no row | not active | token mismatch (FORMAT fencing; nothing written)
+-- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
+-- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 2
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
+if #ARGV ~= 2 then return redis.error_reply('EMQARGS expected 2 ARGV: id, token') end
 local id, token = ARGV[1], ARGV[2]
 if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
   return redis.error_reply('EMQARGS ARGV[1] is not a JOB id')
 end
-if #token > 15 or not string.match(token, '^[1-9]%d*$') then
-  return redis.error_reply('EMQARGS ARGV[2] token must be an integer > 0')
+if #token > 15 or not string.match(token, '^[1-9][0-9]*$') then
+  return redis.error_reply('EMQARGS ARGV[2] token must be an integer in [1, 999999999999999]')
 end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'zset' then return redis.error_reply('EMQTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a zset') end

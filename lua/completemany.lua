@@ -6,20 +6,24 @@
 -- complete once per job in call order: a job named twice is retired by its first passing
 -- entry, and a later entry for it answers EMQSTALE no row.
 --
--- KEYS[1]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
--- ARGV[1]  id*                          a starred ARGV repeats: ARGV[1], [2] describe the
---          first job, [3], [4] the second, and so on (one job at least). id: its JOB id
--- ARGV[2]  token*                       the attempts count its claim returned, an integer > 0
+-- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
+-- ARGV[1]  id*     jobid  a starred ARGV repeats: ARGV[1], [2] describe the first job, [3],
+--          [4] the second, and so on (one job at least). id: its JOB id
+-- ARGV[2]  token*  fence  the attempts count its claim returned
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   lease    see claim.lua
+-- FORMAT   fencing  see complete.lua
 -- REPLY    {retired, refused}: retired is how many jobs were retired; refused is a flat list
 --          {pos, reason, pos, reason, ...} of the jobs not retired, in call order: pos is the
 --          job's 1-based position in the call (an id may appear twice), reason is
 --          "EMQSTALE no row", "EMQSTALE not active" or "EMQSTALE token mismatch"; {} when
 --          every job was retired
--- ERRORS   EMQKEYS when KEYS[1] is not a queue's active set; EMQARGS when an ARGV is not as
---          declared (nothing written); EMQTYPE when a key holds another type (nothing written)
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)active$')
-if not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
+-- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
+-- ERROR    EMQARGS    an ARGV does not meet its rule, or the count is not 2n (nothing written)
+-- ERROR    EMQTYPE    a key holds another type (nothing written)
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
 local n = #ARGV / 2
 if n < 1 or n ~= math.floor(n) then return redis.error_reply('EMQARGS expected id, token per job') end
 local kind = redis.call('TYPE', KEYS[1])['ok']
@@ -31,8 +35,8 @@ for i = 1, n do
   if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
     return redis.error_reply('EMQARGS ARGV[' .. (2 * i - 1) .. '] is not a JOB id')
   end
-  if #token > 15 or not string.match(token, '^[1-9]%d*$') then
-    return redis.error_reply('EMQARGS ARGV[' .. (2 * i) .. '] token must be an integer > 0')
+  if #token > 15 or not string.match(token, '^[1-9][0-9]*$') then
+    return redis.error_reply('EMQARGS ARGV[' .. (2 * i) .. '] token must be an integer in [1, 999999999999999]')
   end
   local reason
   if retired[id] then

@@ -2,16 +2,18 @@
 -- the call names none.
 --
 -- KEYS[1]  emq:{<q>}:meta               hash; field max_attempts
--- ARGV[1]  max_attempts                 an integer >= 0; 0 deletes the field (the caller's
---          default applies again)
+-- ARGV[1]  max_attempts  uint[0,999999999999999]  0 deletes the field (the caller's default
+--          applies again)
 -- REPLY    the previous value as an integer, 0 when there was none
--- ERRORS   EMQKEYS when KEYS[1] is not a queue's meta hash; EMQARGS when max_attempts is not an
---          integer >= 0; EMQTYPE when the key holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)meta$')
-if not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:meta') end
+-- ERROR    EMQKEYS    KEYS[1] is not a queue's meta hash
+-- ERROR    EMQARGS    max_attempts does not meet its rule, or the count of ARGV is not 1
+-- ERROR    EMQTYPE    the key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)meta$')
+if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:meta') end
+if #ARGV ~= 1 then return redis.error_reply('EMQARGS expected 1 ARGV: max_attempts') end
 local max = ARGV[1]
-if #max > 15 or not string.match(max, '^%d+$') then
-  return redis.error_reply('EMQARGS max_attempts must be an integer >= 0')
+if #max > 15 or not string.match(max, '^[0-9]+$') then
+  return redis.error_reply('EMQARGS max_attempts must be an integer in [0, 999999999999999]')
 end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'hash' then return redis.error_reply('EMQTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash') end

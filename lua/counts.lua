@@ -1,19 +1,22 @@
 -- counts: read a queue's state in one atomic snapshot. Writes nothing.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set
--- KEYS[2]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
--- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms)
+-- KEYS[2]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
+-- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
 -- KEYS[4]  emq:{<q>}:dead               score-0 set
 -- KEYS[5]  emq:{<q>}:meta               hash; read: paused, max_attempts
+-- FORMAT   lease    see claim.lua
 -- REPLY    {pending, active, scheduled, dead, paused, max_attempts}: the four set sizes, paused
---          1 or 0, and the queue's max_attempts (0 when it has none)
--- ERRORS   EMQKEYS when the KEYS are not one queue's pending, active, schedule, dead, meta;
---          EMQTYPE when a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)pending$')
-if not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'dead'
+--          1 or 0, and the queue's max_attempts (0 when it has none), all integers
+-- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, dead, meta
+-- ERROR    EMQARGS    an ARGV is given
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
+if #KEYS ~= 5 or not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'dead'
   or KEYS[5] ~= base .. 'meta' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, dead, meta of one queue')
 end
+if #ARGV ~= 0 then return redis.error_reply('EMQARGS expected no ARGV') end
 local function typeerr(key, got, want)
   if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
 end

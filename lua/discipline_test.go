@@ -52,6 +52,9 @@ var (
 	luaComment = regexp.MustCompile(`--.*$`)
 )
 
+// multiAssignRe is an assignment of more than one name: the names, then the expression.
+var multiAssignRe = regexp.MustCompile(`^\s*(?:local\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)+)\s*=\s*(.+)$`)
+
 // TestKeyDiscipline reads every script and fails when a command touches a key that is neither
 // declared in KEYS nor derived from a declared key: a derived key is an expression whose head
 // (the first operand of a .. chain) is KEYS[i] or a variable so derived, possibly through a
@@ -63,6 +66,9 @@ func TestKeyDiscipline(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
 			for _, p := range checkScript(s) {
+				t.Error(p)
+			}
+			for _, p := range checkGuards(s) {
 				t.Error(p)
 			}
 		})
@@ -84,6 +90,19 @@ func checkScript(s *lua.Script) []string {
 		}
 		if m := assignRe.FindStringSubmatch(line); m != nil && !strings.Contains(m[2], "redis.") {
 			derived[m[1]] = isDerived(strings.TrimSpace(m[2]))
+		}
+		if m := multiAssignRe.FindStringSubmatch(line); m != nil {
+			// local base, name = string.match(KEYS[1] or '', '^(emq:{...}:)...'): only a first
+			// capture anchored at the start is a prefix of the key; the others are not keys.
+			for _, v := range strings.Split(m[1], ",") {
+				derived[strings.TrimSpace(v)] = false
+			}
+			first := strings.TrimSpace(strings.SplitN(m[1], ",", 2)[0])
+			expr := strings.TrimSpace(m[2])
+			if args, ok := splitArgs(strings.TrimPrefix(expr, "string.match(")); ok && strings.HasPrefix(expr, "string.match(") &&
+				len(args) == 2 && strings.HasPrefix(args[1], "'^(") && !strings.Contains(expr, "redis.") {
+				derived[first] = isDerived(expr)
+			}
 		}
 		if m := forInRe.FindStringSubmatch(line); m != nil {
 			delete(derived, m[1]) // loop variables are ids, never keys
@@ -129,7 +148,8 @@ func derivedExpr(expr string, derived map[string]bool, nKeys int) bool {
 	}
 	if m := strCallRe.FindStringSubmatch(head); m != nil {
 		args, ok := splitArgs(m[1] + ")")
-		return ok && len(args) > 0 && derivedExpr(args[0], derived, nKeys)
+		// string.match(KEYS[1] or '', ...): the "or ''" only keeps a missing key from raising.
+		return ok && len(args) > 0 && derivedExpr(strings.TrimSuffix(args[0], " or ''"), derived, nKeys)
 	}
 	return false
 }
@@ -178,8 +198,10 @@ func TestKeyDisciplineCatchesStrays(t *testing.T) {
 		{"loop id as key", "for _, id in ipairs(ARGV) do redis.call('DEL', id) end"},
 		{"dynamic command", "redis.call(ARGV[1], KEYS[1])"},
 		{"undeclared argv", "redis.call('SET', KEYS[1], ARGV[2])"},
+		{"a later capture as key", "local base, rest = string.match(KEYS[1] or '', '^(emq:{q}:)(.+)$')\nredis.call('DEL', rest)"},
+		{"an unanchored capture as key", "local tail, x = string.match(KEYS[1] or '', ':(pending)()$')\nredis.call('DEL', tail)"},
 	} {
-		src := "-- KEYS[1] emq:{<q>}:pending  p\n-- ARGV[1] a  a\n-- REPLY nil\n-- ERRORS none\n" + tc.body + "\n"
+		src := "-- KEYS[1] emq:{<q>}:pending  p\n-- ARGV[1] a  bytes  a\n-- REPLY nil\n-- ERROR EMQKEYS  k\n" + tc.body + "\n"
 		h, err := lua.ParseHeader(src)
 		require.NoError(t, err)
 		require.NotEmpty(t, checkScript(&lua.Script{Name: tc.name, Source: src, Header: h}), tc.name)
@@ -204,5 +226,80 @@ func TestHeaders(t *testing.T) {
 		for _, p := range s.Header.Args {
 			require.NotEmpty(t, p.Doc, "%s: %s is undocumented", s.Name, p.Name)
 		}
+	}
+}
+
+var formatRefRe = regexp.MustCompile(`FORMAT ([a-z]+)`)
+
+// TestFormats: every FORMAT is defined in exactly one script, every other script that names it
+// says "see <that script>.lua", and a header that mentions "FORMAT x" anywhere declares x, so
+// a reader of one file finds every encoding its arguments, reply and messages carry.
+func TestFormats(t *testing.T) {
+	t.Parallel()
+	definedIn := map[string]string{}
+	for _, s := range lua.All() {
+		for _, f := range s.Header.Formats {
+			if strings.HasPrefix(f.Doc, "see ") {
+				continue
+			}
+			require.Empty(t, definedIn[f.Name], "FORMAT %s is defined in %s and in %s", f.Name, definedIn[f.Name], s.Name)
+			definedIn[f.Name] = s.Name
+		}
+	}
+	for _, s := range lua.All() {
+		declared := map[string]bool{}
+		for _, f := range s.Header.Formats {
+			declared[f.Name] = true
+			require.NotEmpty(t, definedIn[f.Name], "%s: FORMAT %s is defined nowhere", s.Name, f.Name)
+			if definedIn[f.Name] != s.Name {
+				require.Equal(t, "see "+definedIn[f.Name]+".lua", f.Doc, "%s: FORMAT %s", s.Name, f.Name)
+			}
+		}
+		header := s.Source[:strings.Index(s.Source, "\nlocal ")]
+		for _, m := range formatRefRe.FindAllStringSubmatch(header, -1) {
+			if m[1] == "" {
+				continue
+			}
+			require.True(t, declared[m[1]], "%s mentions FORMAT %s but does not declare it", s.Name, m[1])
+		}
+	}
+}
+
+// TestSummaries: each header opens with "<name>: ".
+func TestSummaries(t *testing.T) {
+	t.Parallel()
+	for _, s := range lua.All() {
+		require.True(t, strings.HasPrefix(s.Header.Summary, s.Name+": "), "%s: the summary must open with %q", s.Name, s.Name+": ")
+	}
+}
+
+// TestParseHeaderStrict: the header grammar refuses what it does not define.
+func TestParseHeaderStrict(t *testing.T) {
+	t.Parallel()
+	ok := "-- x: y\n-- KEYS[1] emq:{<q>}:meta  m\n-- ARGV[1] n  uint[0,10]  n\n-- REPLY r\n-- ERROR EMQKEYS  k\n"
+	h, err := lua.ParseHeader(ok)
+	require.NoError(t, err)
+	require.Equal(t, "uint[0,10]", h.Args[0].Rule)
+	require.Equal(t, "n", h.Args[0].Doc)
+	for name, src := range map[string]string{
+		"unknown rule":      strings.Replace(ok, "uint[0,10]", "int", 1),
+		"no rule":           strings.Replace(ok, "uint[0,10]  n", "", 1),
+		"bounds reversed":   strings.Replace(ok, "uint[0,10]", "uint[10,0]", 1),
+		"16 digits":         strings.Replace(ok, "uint[0,10]", "uint[0,1000000000000000]", 1),
+		"leading zero":      strings.Replace(ok, "uint[0,10]", "uint[01,10]", 1),
+		"ERRORS prose":      strings.Replace(ok, "-- ERROR EMQKEYS  k", "-- ERRORS EMQKEYS k", 1),
+		"no ERROR":          strings.Replace(ok, "-- ERROR EMQKEYS  k\n", "", 1),
+		"bad code":          strings.Replace(ok, "EMQKEYS", "emqkeys", 1),
+		"code twice":        ok + "-- ERROR EMQKEYS  again\n",
+		"no REPLY":          strings.Replace(ok, "-- REPLY r\n", "", 1),
+		"ARGV out of order": strings.Replace(ok, "ARGV[1]", "ARGV[2]", 1),
+		"bad format name":   ok + "-- FORMAT Row  r\n",
+		"stray text":        ok + "-- something else\n",
+	} {
+		_, err := lua.ParseHeader(src)
+		require.Error(t, err, name)
+	}
+	for _, rule := range []string{"jobid", "fence", "token", "id", "id?", "sha1", "cursor", "row", "row?", "valuerow", "bytes", "uint[0,999999999999999]"} {
+		require.NoError(t, lua.CheckRule(rule), rule)
 	}
 }

@@ -4,12 +4,18 @@
 -- An idle worker reads it to wake at the run-at instead of polling: the wait is computed
 -- inside the server from its own TIME, so no client clock takes part.
 --
--- KEYS[1]  emq:{<q>}:schedule           scored by run-at (ms)
+-- KEYS[1]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   servertime  see claim.lua
 -- REPLY    {} when schedule is empty; else {id, wait_ms}: the JOB id with the lowest run-at
---          and how many ms from the server's TIME until that run-at (0 when it is due)
--- ERRORS   EMQKEYS when KEYS[1] is not a queue's schedule; EMQTYPE when it holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)schedule$')
-if not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:schedule') end
+--          and how many ms (an integer) from the server's TIME until that run-at (0 when it is
+--          due)
+-- ERROR    EMQKEYS    KEYS[1] is not a queue's schedule
+-- ERROR    EMQARGS    an ARGV is given
+-- ERROR    EMQTYPE    the key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)schedule$')
+if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:schedule') end
+if #ARGV ~= 0 then return redis.error_reply('EMQARGS expected no ARGV') end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'zset' then return redis.error_reply('EMQTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a zset') end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')

@@ -1,27 +1,36 @@
 -- extend: renew the leases of one or more claimed jobs of a queue to server TIME + lease_ms.
 --
--- Fenced per job: a job is extended only when its row exists, is "active" and holds
--- attempts = its token. A job that fails the check is not written and is named in the reply
--- with its EMQSTALE reason, so a heartbeat covering many jobs learns in one call which leases
--- it lost. The new deadline may be earlier than the old one: it is what the caller asked for.
+-- Fenced per job (FORMAT fencing): a job is extended only when its row exists, is "active"
+-- and holds attempts = its token. A job that fails the check is not written and is named in
+-- the reply with its EMQSTALE reason, so a heartbeat covering many jobs learns in one call
+-- which leases it lost. The new deadline may be earlier than the old one: it is what the
+-- caller asked for.
 --
--- KEYS[1]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
--- ARGV[1]  lease_ms                     new lease length from server TIME, an integer > 0
--- ARGV[2]  id*                          a starred ARGV repeats: ARGV[2], [3] describe the
---          first job, [4], [5] the second, and so on (one job at least). id: its JOB id
--- ARGV[3]  token*                       the attempts count its claim returned, an integer > 0
+-- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
+-- ARGV[1]  lease_ms  uint[1,999999999999999]  new lease length in ms from server TIME. The Go
+--          bus passes ExtendOpts.Lease, else Config.Lease (default 30000); its worker's
+--          heartbeat passes each kind's HandlerOpts.Lease, else WorkerConfig.Lease
+-- ARGV[2]  id*       jobid  a starred ARGV repeats: ARGV[2], [3] describe the first job, [4],
+--          [5] the second, and so on (one job at least). id: its JOB id
+-- ARGV[3]  token*    fence  the attempts count its claim returned
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
--- REPLY    {deadline_ms, lost}: deadline_ms is the new lease deadline (server TIME + lease_ms)
---          of every extended job; lost is a flat list {id, reason, id, reason, ...} of the jobs
---          not extended, in call order, reason being "EMQSTALE no row", "EMQSTALE not active"
---          or "EMQSTALE token mismatch"; {} when every lease was renewed
--- ERRORS   EMQKEYS when KEYS[1] is not a queue's active set; EMQARGS when an ARGV is not as
---          declared (nothing written); EMQTYPE when a key holds another type (nothing written)
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)active$')
-if not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
-local lease = ARGV[1]
-if #lease > 15 or not string.match(lease, '^[1-9]%d*$') then
-  return redis.error_reply('EMQARGS lease_ms must be an integer > 0')
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   servertime  see claim.lua
+-- FORMAT   lease    see claim.lua
+-- FORMAT   fencing  see complete.lua
+-- REPLY    {deadline_ms, lost}: deadline_ms is the new lease deadline (server TIME +
+--          lease_ms) of every extended job; lost is a flat list {id, reason, id, reason, ...}
+--          of the jobs not extended, in call order, reason being "EMQSTALE no row", "EMQSTALE
+--          not active" or "EMQSTALE token mismatch"; {} when every lease was renewed
+-- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
+-- ERROR    EMQARGS    an ARGV does not meet its rule, or the count is not 1 + 2n (nothing
+--          written)
+-- ERROR    EMQTYPE    a key holds another type (nothing written)
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
+local lease = ARGV[1] or ''
+if #lease > 15 or not string.match(lease, '^[0-9]+$') or tonumber(lease) < 1 then
+  return redis.error_reply('EMQARGS lease_ms must be an integer in [1, 999999999999999]')
 end
 local n = (#ARGV - 1) / 2
 if n < 1 or n ~= math.floor(n) then return redis.error_reply('EMQARGS expected lease_ms then id, token per job') end
@@ -35,8 +44,8 @@ for i = 1, n do
   if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
     return redis.error_reply('EMQARGS ARGV[' .. (2 * i) .. '] is not a JOB id')
   end
-  if #token > 15 or not string.match(token, '^[1-9]%d*$') then
-    return redis.error_reply('EMQARGS ARGV[' .. (2 * i + 1) .. '] token must be an integer > 0')
+  if #token > 15 or not string.match(token, '^[1-9][0-9]*$') then
+    return redis.error_reply('EMQARGS ARGV[' .. (2 * i + 1) .. '] token must be an integer in [1, 999999999999999]')
   end
   local jk = base .. 'job:' .. id
   kind = redis.call('TYPE', jk)['ok']

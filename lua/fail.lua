@@ -2,43 +2,53 @@
 -- caller's backoff (to pending at once when the backoff is 0), or to dead when its attempts
 -- reached the queue's maximum. attempts is kept: it counts claims and only grows.
 --
--- Fenced like complete: the row must exist, be "active", and hold attempts = token, or the
--- script writes nothing and replies EMQSTALE with the reason. The maximum is max_attempts when
--- it is > 0, else the queue's meta field max_attempts, else default_max_attempts; 0 there means
--- no maximum. A job that goes to pending pushes a wake marker unless the queue is paused.
+-- Fenced like complete (FORMAT fencing). The maximum is max_attempts when it is > 0, else the
+-- queue's meta field max_attempts, else default_max_attempts; 0 there means no maximum. A job
+-- that goes to pending pushes a wake marker unless the queue is paused (FORMAT wake).
 --
--- KEYS[1]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
--- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms)
+-- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
+-- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
 -- KEYS[3]  emq:{<q>}:pending            score-0 set
 -- KEYS[4]  emq:{<q>}:dead               score-0 set
 -- KEYS[5]  emq:{<q>}:meta               hash; read: max_attempts, paused
--- KEYS[6]  emq:{<q>}:wake               list of wake-up markers, at most 16
--- ARGV[1]  id                           the job's JOB id
--- ARGV[2]  token                        the attempts count the claim returned, an integer > 0
--- ARGV[3]  backoff_ms                   run-at = server TIME + backoff_ms; 0 = pending now
--- ARGV[4]  max_attempts                 this call's maximum, an integer >= 0; 0 defers to the
---          queue's meta field max_attempts
--- ARGV[5]  default_max_attempts         the maximum when both above are 0 or absent; 0 = none
+-- KEYS[6]  emq:{<q>}:wake               list of wake-up markers (FORMAT wake)
+-- ARGV[1]  id                    jobid  the job's JOB id
+-- ARGV[2]  token                 fence  the attempts count the claim returned
+-- ARGV[3]  backoff_ms            uint[0,999999999999999]  run-at = server TIME + backoff_ms;
+--          0 = pending now. The Go bus passes FailOpts.Backoff; its worker passes
+--          WorkerConfig.Backoff (default bus.DefaultBackoff) of the attempt, with jitter
+-- ARGV[4]  max_attempts          uint[0,999999999999999]  this call's maximum; 0 defers to
+--          the queue's meta field max_attempts
+-- ARGV[5]  default_max_attempts  uint[0,999999999999999]  the maximum when both above are 0
+--          or absent; 0 = none. The Go bus passes Config.MaxAttempts (default 25; 0 when it
+--          is negative)
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   servertime  see claim.lua
+-- FORMAT   fencing  see complete.lua
+-- FORMAT   wake     see enqueue.lua
+-- FORMAT   lease    see claim.lua
 -- REPLY    {where, at_ms}: where is "scheduled" (at_ms = run-at), "pending" (at_ms = server
 --          TIME) or "dead" (at_ms = server TIME)
--- ERRORS   EMQSTALE no row | EMQSTALE not active | EMQSTALE token mismatch (nothing written);
---          EMQKEYS when the KEYS are not one queue's active, schedule, pending, dead, meta,
---          wake; EMQARGS when an ARGV is not as declared; EMQTYPE when a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)active$')
-if not base or #base > 71 or KEYS[2] ~= base .. 'schedule' or KEYS[3] ~= base .. 'pending' or KEYS[4] ~= base .. 'dead'
+-- ERROR    EMQSTALE   no row | not active | token mismatch (FORMAT fencing; nothing written)
+-- ERROR    EMQKEYS    the KEYS are not one queue's active, schedule, pending, dead, meta, wake
+-- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 5
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+if #KEYS ~= 6 or not base or #base > 71 or KEYS[2] ~= base .. 'schedule' or KEYS[3] ~= base .. 'pending' or KEYS[4] ~= base .. 'dead'
   or KEYS[5] ~= base .. 'meta' or KEYS[6] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:active, schedule, pending, dead, meta, wake of one queue')
 end
 local function uint(s)
-  if #s <= 15 and string.match(s, '^%d+$') then return tonumber(s) end
+  if s and #s <= 15 and string.match(s, '^[0-9]+$') then return tonumber(s) end
 end
+if #ARGV ~= 5 then return redis.error_reply('EMQARGS expected 5 ARGV: id, token, backoff_ms, max_attempts, default_max_attempts') end
 local id, token = ARGV[1], ARGV[2]
 if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
   return redis.error_reply('EMQARGS ARGV[1] is not a JOB id')
 end
-if #token > 15 or not string.match(token, '^[1-9]%d*$') then
-  return redis.error_reply('EMQARGS ARGV[2] token must be an integer > 0')
+if #token > 15 or not string.match(token, '^[1-9][0-9]*$') then
+  return redis.error_reply('EMQARGS ARGV[2] token must be an integer in [1, 999999999999999]')
 end
 local backoff, max, dmax = uint(ARGV[3]), uint(ARGV[4]), uint(ARGV[5])
 if not backoff then return redis.error_reply('EMQARGS backoff_ms must be an integer >= 0') end

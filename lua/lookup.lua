@@ -2,21 +2,27 @@
 -- nothing.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set
--- KEYS[2]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
--- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms)
+-- KEYS[2]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
+-- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
 -- KEYS[4]  emq:{<q>}:dead               score-0 set
--- ARGV[1]  id                           the job's JOB id
+-- ARGV[1]  id  jobid                    the job's JOB id
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
--- REPLY    {state, attempts, payload, set, score}: the row's three fields; the set holding the
---          id ("pending", "active", "schedule", "dead", or "" when none does) and its score
---          there (lease deadline or run-at in ms; 0 in pending, dead or none)
--- ERRORS   EMQNOJOB <id> when the job has no row; EMQKEYS when the KEYS are not one queue's
---          pending, active, schedule, dead; EMQARGS when id is not a JOB id; EMQTYPE when a key
---          holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)pending$')
-if not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'dead' then
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   envelope see enqueue.lua
+-- FORMAT   lease    see claim.lua
+-- REPLY    {state, attempts, payload, set, score}: the row's three fields (strings); the set
+--          holding the id ("pending", "active", "schedule", "dead", or "" when none does) and
+--          its score there as an integer (lease deadline or run-at in ms; 0 in pending, dead
+--          or none)
+-- ERROR    EMQNOJOB   <id>: the job has no row
+-- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, dead
+-- ERROR    EMQARGS    id is not a JOB id, or the count of ARGV is not 1
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
+if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'dead' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, dead of one queue')
 end
+if #ARGV ~= 1 then return redis.error_reply('EMQARGS expected 1 ARGV: id') end
 local id = ARGV[1]
 if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
   return redis.error_reply('EMQARGS ARGV[1] is not a JOB id')

@@ -2,18 +2,18 @@
 -- it already enqueued are ordinary jobs and stay.
 --
 -- KEYS[1]  emq:{<q>}:periodics          score-0 set of the queue's schedule names
--- KEYS[2]  emq:{<q>}:periodic:<name>    the schedule's row
+-- KEYS[2]  emq:{<q>}:periodic:<name>    the schedule's row (FORMAT periodic)
+-- FORMAT   periodic see periodic_upsert.lua
 -- REPLY    1 when the schedule existed (row or index entry), 0 when it did not
--- ERRORS   EMQKEYS when the KEYS are not one queue's periodics and one schedule row; EMQTYPE
---          when a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)periodics$')
-if not base or #base > 71 then
+-- ERROR    EMQKEYS    the KEYS are not one queue's periodics and one schedule row
+-- ERROR    EMQARGS    an ARGV is given
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)periodics$')
+local name = string.match(KEYS[2] or '', '^emq:{[0-9A-Za-z_.%-]+}:periodic:([0-9A-Za-z_.%-]+)$')
+if #KEYS ~= 2 or not base or #base > 71 or not name or #name > 64 or KEYS[2] ~= base .. 'periodic:' .. name then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:periodics, periodic:<name> of one queue')
 end
-local name = string.sub(KEYS[2], #base + 10)
-if string.sub(KEYS[2], 1, #base + 9) ~= base .. 'periodic:' or #name < 1 or #name > 64 or not string.match(name, '^[%w_.%-]+$') then
-  return redis.error_reply('EMQKEYS expected emq:{<q>}:periodics, periodic:<name> of one queue')
-end
+if #ARGV ~= 0 then return redis.error_reply('EMQARGS expected no ARGV') end
 local function typeerr(key, got, want)
   if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
 end

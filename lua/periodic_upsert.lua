@@ -4,33 +4,59 @@
 -- at or before the declaration ever fires; its name joins the queue's index. On an existing row,
 -- spec and payload are rewritten when either differs, and last and paused are kept, so any
 -- number of processes may declare the same schedule at once, at every start, and it fires as
--- if declared once. The spec is opaque here: the clients that run the scheduler read it.
+-- if declared once. The spec is opaque here: the clients that run the scheduler read it. Every
+-- check runs before the first write, so a refused call writes nothing.
 --
 -- KEYS[1]  emq:{<q>}:periodics          score-0 set of the queue's schedule names
--- KEYS[2]  emq:{<q>}:periodic:<name>    hash: spec, payload, last (unix ms), paused ("1" or absent)
--- ARGV[1]  spec                         the schedule's declaration, 1 byte at least; stored as is
--- ARGV[2]  payload                      the payload of every job a tick enqueues
--- ARGV[3]  max_payload                  a payload longer than this many bytes refuses the call;
---          0 = no limit
+-- KEYS[2]  emq:{<q>}:periodic:<name>    the schedule's row (FORMAT periodic)
+-- ARGV[1]  spec         bytes  the schedule's declaration, stored as it is; it must not be
+--          empty. The Go bus writes JSON (FORMAT periodic)
+-- ARGV[2]  payload      bytes  the payload of every job a tick enqueues, stored as it is
+--          (FORMAT envelope)
+-- ARGV[3]  max_payload  uint[0,999999999999999]  a payload longer than this many bytes
+--          refuses the call; 0 = no limit of the caller's. Whatever is passed, a payload over
+--          536870912 bytes (512 MiB, the hard ceiling of enqueue) is refused. The Go bus passes
+--          Config.MaxPayload (default 524288, 512 KiB)
+-- FORMAT   periodic a schedule's row emq:{<q>}:periodic:<name> (<name> is 1 to 64 bytes of
+--          [A-Za-z0-9_.-]) holds spec (the declaration, opaque to the scripts), payload (what
+--          each tick's job carries), last (unix ms: the newest tick fired or skipped, or the
+--          server's TIME at the declaration or at the last resume) and paused ("1", or absent
+--          while the schedule runs); its name is a member of emq:{<q>}:periodics, score 0. A
+--          tick is a unix ms that the spec names; the ticks T with last < T <= server TIME are
+--          due, and the tick is the fence: periodic_fire acts on a tick newer than last only,
+--          and moves last to it. The Go bus writes spec as a JSON object with the members cron
+--          (five cron fields, six with leading seconds, or a descriptor such as @hourly), zone
+--          (the IANA zone cron is read in; UTC when absent), every_ms (a period: ticks fall at
+--          its multiples since the Unix epoch), kind (set when payload is a task envelope of
+--          that kind), missed ("latest": fire the newest due tick only; "catch_up": fire the
+--          newest catch_up due ticks, oldest first; "skip": when more than one tick is due, fire
+--          none and skip to the newest) and catch_up, empty members left out; exactly one of
+--          cron and every_ms is set. It names a tick's job by the JOB id (FORMAT jobid) whose
+--          time part is the tick and whose 80 random bits are the first 80 bits of
+--          SHA-256(<q> NUL <name> NUL the tick in decimal), so every process that fires a tick
+--          names the same job.
+-- FORMAT   envelope see enqueue.lua
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   servertime  see claim.lua
 -- REPLY    1 when the schedule was created, 0 when its spec, payload or index entry was updated,
 --          -1 when it was declared already exactly so (nothing written)
--- ERRORS   EMQKEYS when the KEYS are not one queue's periodics and one schedule row (the name is
---          1 to 64 bytes of [A-Za-z0-9_.-]); EMQARGS when an ARGV is not as declared; EMQTOOBIG
---          when the payload is longer than max_payload; EMQTYPE when a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)periodics$')
-if not base or #base > 71 then
+-- ERROR    EMQKEYS    the KEYS are not one queue's periodics and one schedule row
+-- ERROR    EMQARGS    an ARGV does not meet its rule, the count is not 3, or spec is empty
+-- ERROR    EMQTOOBIG  the payload is longer than max_payload (or the hard ceiling)
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)periodics$')
+local name = string.match(KEYS[2] or '', '^emq:{[0-9A-Za-z_.%-]+}:periodic:([0-9A-Za-z_.%-]+)$')
+if #KEYS ~= 2 or not base or #base > 71 or not name or #name > 64 or KEYS[2] ~= base .. 'periodic:' .. name then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:periodics, periodic:<name> of one queue')
 end
-local name = string.sub(KEYS[2], #base + 10)
-if string.sub(KEYS[2], 1, #base + 9) ~= base .. 'periodic:' or #name < 1 or #name > 64 or not string.match(name, '^[%w_.%-]+$') then
-  return redis.error_reply('EMQKEYS expected emq:{<q>}:periodics, periodic:<name> of one queue')
-end
-if #ARGV ~= 3 then return redis.error_reply('EMQARGS expected spec, payload, max_payload') end
+if #ARGV ~= 3 then return redis.error_reply('EMQARGS expected 3 ARGV: spec, payload, max_payload') end
 local spec, payload = ARGV[1], ARGV[2]
-local maxp = #ARGV[3] <= 15 and string.match(ARGV[3], '^%d+$') and tonumber(ARGV[3])
-if #spec < 1 then return redis.error_reply('EMQARGS ARGV[1] spec is empty') end
-if not maxp then return redis.error_reply('EMQARGS max_payload must be an integer >= 0') end
-if maxp > 0 and #payload > maxp then
+local maxp = #ARGV[3] <= 15 and string.match(ARGV[3], '^[0-9]+$') and tonumber(ARGV[3])
+if not maxp then return redis.error_reply('EMQARGS max_payload must be an integer in [0, 999999999999999]') end
+if #spec < 1 then return redis.error_reply('EMQARGS spec is empty') end
+local CEILING = 536870912
+if maxp == 0 or maxp > CEILING then maxp = CEILING end
+if #payload > maxp then
   return redis.error_reply('EMQTOOBIG ARGV[2] is ' .. #payload .. ' bytes, more than max_payload ' .. maxp)
 end
 local function typeerr(key, got, want)

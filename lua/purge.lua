@@ -3,20 +3,24 @@
 -- order), at most limit of them.
 --
 -- KEYS[1]  emq:{<q>}:dead               score-0 set
--- ARGV[1]  limit                        without ids: how many jobs to delete at most, an
---          integer > 0; with ids: ignored (give 0)
--- ARGV[2]  id*                          optional; a starred ARGV repeats: one JOB id per job,
---          each a dead job of the queue
+-- ARGV[1]  limit  uint[0,999999999999999]  without ids: how many jobs to delete at most, > 0;
+--          with ids: ignored (give 0). The Go bus passes PurgeOpts.Limit, else 100
+-- ARGV[2]  id*    jobid  optional; a starred ARGV repeats: one JOB id per job, each a dead job
+--          of the queue, no id twice
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- FORMAT   jobid    see enqueue.lua
 -- REPLY    {id, ...}: the JOB ids deleted; {} when dead was empty
--- ERRORS   EMQNOJOB <id> when a named job has no row; EMQSTATE <state> <id> when a named job is
---          not dead (nothing written); EMQKEYS when KEYS[1] is not a queue's dead set; EMQARGS
---          when an ARGV is not as declared; EMQTYPE when a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)dead$')
-if not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:dead') end
+-- ERROR    EMQNOJOB   <id>: a named job has no row
+-- ERROR    EMQSTATE   <state> <id>: a named job is not dead (nothing written)
+-- ERROR    EMQKEYS    KEYS[1] is not a queue's dead set
+-- ERROR    EMQARGS    an ARGV does not meet its rule, an id repeats, or limit is 0 without ids
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)dead$')
+if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:dead') end
+if #ARGV < 1 then return redis.error_reply('EMQARGS expected limit, then the ids if any') end
 local limit = ARGV[1]
-if #limit > 15 or not string.match(limit, '^%d+$') then
-  return redis.error_reply('EMQARGS limit must be an integer >= 0')
+if #limit > 15 or not string.match(limit, '^[0-9]+$') then
+  return redis.error_reply('EMQARGS limit must be an integer in [0, 999999999999999]')
 end
 limit = tonumber(limit)
 local kind = redis.call('TYPE', KEYS[1])['ok']

@@ -3,33 +3,42 @@
 --
 -- Atomic, so any number of processes may run it at once: each expired job moves exactly once.
 -- attempts is kept; the next claim mints attempts + 1, which fences out the holder whose lease
--- ran out. The maximum is max_attempts when it is > 0, else the queue's meta field
--- max_attempts, else default_max_attempts; 0 there means no maximum. An id whose row is missing
--- or is not a hash is dropped from active and not reported. When a job went to pending and the
--- queue is not paused, one wake marker is pushed.
+-- ran out (FORMAT lease). The maximum is max_attempts when it is > 0, else the queue's meta
+-- field max_attempts, else default_max_attempts; 0 there means no maximum. An id whose row is
+-- missing or is not a hash is dropped from active and not reported. When a job went to pending
+-- and the queue is not paused, one wake marker is pushed.
 --
--- KEYS[1]  emq:{<q>}:active             scored by lease deadline (ms, server clock)
+-- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- KEYS[2]  emq:{<q>}:pending            score-0 set
 -- KEYS[3]  emq:{<q>}:dead               score-0 set
 -- KEYS[4]  emq:{<q>}:meta               hash; read: max_attempts, paused
--- KEYS[5]  emq:{<q>}:wake               list of wake-up markers, at most 16
--- ARGV[1]  limit                        how many jobs to move at most, an integer > 0
--- ARGV[2]  max_attempts                 this call's maximum, an integer >= 0; 0 defers to the
---          queue's meta field max_attempts
--- ARGV[3]  default_max_attempts         the maximum when both above are 0 or absent; 0 = none
+-- KEYS[5]  emq:{<q>}:wake               list of wake-up markers (FORMAT wake)
+-- ARGV[1]  limit                 uint[1,999999999999999]  how many jobs to move at most. The
+--          Go bus passes ReapOpts.Limit, else 100
+-- ARGV[2]  max_attempts          uint[0,999999999999999]  this call's maximum; 0 defers to
+--          the queue's meta field max_attempts
+-- ARGV[3]  default_max_attempts  uint[0,999999999999999]  the maximum when both above are 0
+--          or absent; 0 = none. The Go bus passes Config.MaxAttempts (default 25; 0 when it
+--          is negative)
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   servertime  see claim.lua
+-- FORMAT   lease    see claim.lua
+-- FORMAT   wake     see enqueue.lua
 -- REPLY    {requeued, dead}: two lists of JOB ids, oldest deadline first: the jobs moved to
 --          pending and the jobs moved to dead; {{}, {}} when no lease had run out
--- ERRORS   EMQKEYS when the KEYS are not one queue's active, pending, dead, meta, wake;
---          EMQARGS when an ARGV is not as declared; EMQTYPE when a key holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)active$')
-if not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'dead' or KEYS[4] ~= base .. 'meta'
+-- ERROR    EMQKEYS    the KEYS are not one queue's active, pending, dead, meta, wake
+-- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 3
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
+if #KEYS ~= 5 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'dead' or KEYS[4] ~= base .. 'meta'
   or KEYS[5] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:active, pending, dead, meta, wake of one queue')
 end
 local function uint(s)
-  if #s <= 15 and string.match(s, '^%d+$') then return tonumber(s) end
+  if s and #s <= 15 and string.match(s, '^[0-9]+$') then return tonumber(s) end
 end
+if #ARGV ~= 3 then return redis.error_reply('EMQARGS expected 3 ARGV: limit, max_attempts, default_max_attempts') end
 local limit, max, dmax = uint(ARGV[1]), uint(ARGV[2]), uint(ARGV[3])
 if not limit or limit < 1 then return redis.error_reply('EMQARGS limit must be an integer > 0') end
 if not max then return redis.error_reply('EMQARGS max_attempts must be an integer >= 0') end

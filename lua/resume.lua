@@ -3,14 +3,17 @@
 --
 -- KEYS[1]  emq:{<q>}:meta               hash; field paused is deleted
 -- KEYS[2]  emq:{<q>}:pending            score-0 set; read: is anything pending
--- KEYS[3]  emq:{<q>}:wake               list of wake-up markers, at most 16
+-- KEYS[3]  emq:{<q>}:wake               list of wake-up markers (FORMAT wake)
+-- FORMAT   wake     see enqueue.lua
 -- REPLY    1 when the queue was paused, 0 when it was already running
--- ERRORS   EMQKEYS when the KEYS are not one queue's meta, pending, wake; EMQTYPE when a key
---          holds another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)meta$')
-if not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'wake' then
+-- ERROR    EMQKEYS    the KEYS are not one queue's meta, pending, wake
+-- ERROR    EMQARGS    an ARGV is given
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)meta$')
+if #KEYS ~= 3 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:meta, pending, wake of one queue')
 end
+if #ARGV ~= 0 then return redis.error_reply('EMQARGS expected no ARGV') end
 local function typeerr(key, got, want)
   if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
 end

@@ -6,17 +6,20 @@
 -- KEYS[1]  emq:{<q>}:dead               score-0 set
 -- KEYS[2]  emq:{<q>}:pending            score-0 set
 -- KEYS[3]  emq:{<q>}:meta               hash; read: paused
--- KEYS[4]  emq:{<q>}:wake               list of wake-up markers, at most 16
--- ARGV[1]  id*                          a starred ARGV repeats: one JOB id per job (one at
---          least), each a dead job of the queue
+-- KEYS[4]  emq:{<q>}:wake               list of wake-up markers (FORMAT wake)
+-- ARGV[1]  id*  jobid                   a starred ARGV repeats: one JOB id per job (one at
+--          least), each a dead job of the queue, no id twice
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
--- REPLY    the number of jobs moved to pending
--- ERRORS   EMQNOJOB <id> when a job has no row; EMQSTATE <state> <id> when a job is not dead
---          (nothing written); EMQKEYS when the KEYS are not one queue's dead, pending, meta,
---          wake; EMQARGS when an id is not a JOB id or repeats; EMQTYPE when a key holds
---          another type
-local base = string.match(KEYS[1], '^(emq:{[%w_.%-]+}:)dead$')
-if not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'meta' or KEYS[4] ~= base .. 'wake' then
+-- FORMAT   jobid    see enqueue.lua
+-- FORMAT   wake     see enqueue.lua
+-- REPLY    the number of jobs moved to pending (an integer)
+-- ERROR    EMQNOJOB   <id>: a job has no row
+-- ERROR    EMQSTATE   <state> <id>: a job is not dead (nothing written)
+-- ERROR    EMQKEYS    the KEYS are not one queue's dead, pending, meta, wake
+-- ERROR    EMQARGS    an id is not a JOB id or repeats, or no id is given
+-- ERROR    EMQTYPE    a key holds another type
+local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)dead$')
+if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'meta' or KEYS[4] ~= base .. 'wake' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:dead, pending, meta, wake of one queue')
 end
 if #ARGV < 1 then return redis.error_reply('EMQARGS expected one JOB id at least') end

@@ -1,0 +1,193 @@
+package conformance_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/lua"
+)
+
+func TestMain(m *testing.M) { valkeytest.Main(m) }
+
+// setup loads the script files and the vectors, and checks that the files are the bundle
+// compiled into package lua, byte for byte, as manifest.sha1 pins it.
+func setup(t *testing.T) (bundle, []*vector) {
+	t.Helper()
+	b, err := loadBundle()
+	require.NoError(t, err)
+	vs, err := loadVectors()
+	require.NoError(t, err)
+	require.NotEmpty(t, vs)
+	require.Len(t, b, len(lua.All()))
+	for _, s := range lua.All() {
+		require.NotNil(t, b[s.Name], s.Name)
+		require.Equal(t, s.SHA1, b[s.Name].sha, "%s.lua is the compiled script", s.Name)
+	}
+	manifest, err := os.ReadFile(filepath.Join("..", "lua", "manifest.sha1"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(manifest)), "\n") {
+		sha, file, _ := strings.Cut(line, "  ")
+		require.Equal(t, sha, b[strings.TrimSuffix(file, ".lua")].sha, file)
+	}
+	return b, vs
+}
+
+func targets(t *testing.T) []*target {
+	return []*target{
+		{name: "standalone", client: valkeytest.Shared(t).Client(t)},
+		{name: "cluster", client: valkeytest.SharedCluster(t).Client(t), cluster: true},
+	}
+}
+
+// replayAll replays every vector on tg, in parallel, and merges what they saw.
+func replayAll(ctx context.Context, tg *target, b bundle, vs []*vector) (map[string]*result, error) {
+	if err := tg.load(ctx, b); err != nil {
+		return nil, err
+	}
+	out := map[string]*result{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, v := range vs {
+		wg.Go(func() {
+			res := replay(ctx, tg, b, v)
+			mu.Lock()
+			out[v.file] = res
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// TestVectors replays every vector on a standalone server and on the loopback cluster, through
+// raw EVALSHA only; then every script must have been called with success and must have
+// answered every error code its header declares.
+func TestVectors(t *testing.T) {
+	t.Parallel()
+	b, vs := setup(t)
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			results, err := replayAll(context.Background(), tg, b, vs)
+			require.NoError(t, err)
+			files := make([]string, 0, len(results))
+			for f := range results {
+				files = append(files, f)
+			}
+			sort.Strings(files)
+			codes, called := map[string]map[string]bool{}, map[string]bool{}
+			derived := 0
+			for _, f := range files {
+				derived += results[f].derived
+				for _, msg := range results[f].fails {
+					t.Error(msg)
+				}
+				for s, cs := range results[f].codes {
+					if codes[s] == nil {
+						codes[s] = map[string]bool{}
+					}
+					for c := range cs {
+						codes[s][c] = true
+					}
+				}
+				for s := range results[f].called {
+					called[s] = true
+				}
+			}
+			t.Logf("%d vectors, %d refusals derived from their successful calls", len(files), derived)
+			for _, s := range lua.All() {
+				if !called[s.Name] {
+					t.Errorf("no vector calls %s with success: add its vectors", s.Name)
+				}
+				for _, e := range s.Header.Errors {
+					if !codes[s.Name][e.Name] {
+						t.Errorf("no vector makes %s answer %s", s.Name, e.Name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestBadInputs replays the vector of bad inputs and prints its table: the class of input,
+// the script, the reply, and the keys under the tag before and after (SCAN; every value is
+// compared too).
+func TestBadInputs(t *testing.T) {
+	t.Parallel()
+	b, vs := setup(t)
+	var v *vector
+	for _, x := range vs {
+		if x.file == "bad_inputs.json" {
+			v = x
+		}
+	}
+	require.NotNil(t, v)
+	tg := targets(t)[0]
+	require.NoError(t, tg.load(context.Background(), b))
+	res := replay(context.Background(), tg, b, v)
+	for _, msg := range res.fails {
+		t.Error(msg)
+	}
+	require.NotEmpty(t, res.refused)
+	var table strings.Builder
+	fmt.Fprintf(&table, "\n| bad input | script | reply | keys before -> after | unchanged |\n|---|---|---|---|---|\n")
+	for _, r := range res.refused {
+		require.True(t, r.same, r.class)
+		require.Regexp(t, `^(EMQ|ECC)(KEYS|ARGS|ARG) `, r.reply, r.class) // refused by a KEYS or an ARGS check
+		fmt.Fprintf(&table, "| %s | %s | `%s` | %d -> %d | %v |\n", r.class, r.call, strings.ReplaceAll(r.reply, "|", "\\|"), r.before, r.after, r.same)
+	}
+	t.Log(table.String())
+}
+
+// TestMutatedScriptsFail proves the vectors can fail: each mutation removes one check from one
+// script, the mutated copy is loaded under its own SHA1, and replaying the vectors against it
+// must report at least one failure.
+func TestMutatedScriptsFail(t *testing.T) {
+	t.Parallel()
+	b, vs := setup(t)
+	tg := targets(t)[0]
+	for _, m := range []struct{ name, script, old, new string }{
+		{"complete without its token check", "complete",
+			"if row[2] ~= token then return redis.error_reply('EMQSTALE token mismatch') end\n", ""},
+		{"cache_fill without its key check", "cache_fill",
+			"if #KEYS ~= 1 or not name or #name > 64 or #id > 512 or string.find(id, '[%z\\1-\\31\\127]') then",
+			"if #KEYS ~= 1 then"},
+		{"cache_set reading px with tonumber", "cache_set",
+			"if #px > 15 or not string.match(px, '^[0-9]+$') or tonumber(px) < 1 then",
+			"if not tonumber(px) then"},
+		{"cache_set without its token charset", "cache_set",
+			"if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then", "if #token ~= 16 then"},
+		{"enqueue without the marker of an earlier schedule head", "enqueue",
+			"local marker = (woke and '1') or (scheduled and earlier and 's')", "local marker = woke and '1'"},
+		{"periodic_fire without its fence", "periodic_fire",
+			"if row[3] == '1' or tick <= last then return 0 end", "if row[3] == '1' then return 0 end"},
+		{"claim leasing from the caller's clock", "claim",
+			"redis.call('ZADD', KEYS[2], now + lease, id)", "redis.call('ZADD', KEYS[2], lease, id)"},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			src := b[m.script].src
+			require.Contains(t, src, m.old)
+			mutated, err := b.with(m.script, strings.Replace(src, m.old, m.new, 1))
+			require.NoError(t, err)
+			results, err := replayAll(context.Background(), tg, mutated, vs)
+			require.NoError(t, err)
+			var fails []string
+			for _, r := range results {
+				fails = append(fails, r.fails...)
+			}
+			require.NotEmpty(t, fails, "the vectors must catch %s", m.name)
+			sort.Strings(fails)
+			t.Logf("%d failures, the first: %s", len(fails), fails[0])
+		})
+	}
+}

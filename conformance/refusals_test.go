@@ -1,0 +1,190 @@
+package conformance_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
+)
+
+// badValues are values a rule refuses. A conforming script answers its role's ARGS code for
+// each of them, whatever the other arguments are, before it reads or writes a key.
+func badValues(rule string) []string {
+	optional := strings.HasSuffix(rule, "?")
+	rule = strings.TrimSuffix(rule, "?")
+	empty := []string{""}
+	if optional {
+		empty = nil
+	}
+	jobid := keys.JobIDFloor(keys.NewJobID().Time())
+	value := "\xEC\x01V" + strings.Repeat("A", 16) + strings.Repeat("\x00", 12)
+	if lo, hi, ok := lua.UintBounds(rule); ok {
+		out := []string{"", "1e3", "0x10", "+1", " 1", "1 ", "-1", "1.0", "1000000000000000", "1_000", "\x001"}
+		if lo > 0 {
+			out = append(out, strconv.FormatInt(lo-1, 10))
+		}
+		if hi < lua.MaxUint {
+			out = append(out, strconv.FormatInt(hi+1, 10))
+		}
+		return out
+	}
+	switch rule {
+	case "fence":
+		return []string{"", "0", "01", "1e3", "+1", " 1", "-1", "1.0", "1000000000000000"}
+	case "jobid":
+		return []string{"", "42", "JOB_", strings.ToLower(jobid), "JOB_8" + jobid[5:], jobid[:29] + "U",
+			jobid + "0", jobid[:29], "job_" + jobid[4:], jobid[:29] + "\n"}
+	case "token":
+		return append(empty, strings.Repeat("A", 15), strings.Repeat("A", 17), strings.Repeat("A", 15)+"\n",
+			strings.Repeat("A", 15)+"-", strings.Repeat("A", 15)+"\x00", strings.Repeat("A", 14)+"\xc3\xa9")
+	case "id":
+		return append(empty, strings.Repeat("x", 513), "a\nb", "a\x00b", "a\x7fb", "a\rb", "\x1b")
+	case "sha1":
+		return append(empty, strings.Repeat("a", 39), strings.Repeat("A", 40), strings.Repeat("g", 40), strings.Repeat("a", 41))
+	case "cursor":
+		return []string{"", "-1", "1e3", " 0", "0x10", "18446744073709551616", strings.Repeat("9", 21)}
+	case "row", "valuerow":
+		out := append(empty, "x", "\xEC\x01L"+strings.Repeat("A", 16), value[:30], "\xEC\x02V"+value[3:],
+			"\xEC\x01V"+strings.Repeat("A", 15)+"\n"+value[19:], "\xEC\x01N\x00\x00\x00\x00\x00")
+		if rule == "valuerow" {
+			out = append(out, "\xEC\x01N\x00\x00\x00\x00")
+		}
+		return out
+	}
+	return nil // bytes: anything goes
+}
+
+// refusals sends, before a successful call, every variant a conforming script must refuse
+// (see doc.go), and checks that each is refused with the right code and writes nothing.
+func (r *run) refusals(s *script, ks, args []string) {
+	where := r.where
+	defer func() { r.where = where }()
+	before := r.snapshot()
+	try := func(what, class string, ks, args []string) {
+		r.where = fmt.Sprintf("%s, refusal %s", where, what)
+		r.res.derived++
+		res := r.evalsha(s, ks, args)
+		want := s.code(class)
+		e, ok := isErr(res.Error())
+		switch {
+		case !ok:
+			r.fail("accepted (want %s)", want)
+		case !strings.HasPrefix(e, want+" "):
+			r.fail("answered %q, want %s", e, want)
+		default:
+			r.res.saw(s.name, want)
+		}
+	}
+	unchanged := func() {
+		if after := r.snapshot(); !before.equal(after) {
+			r.fail("the keyspace changed: before %v, after %v", before, after)
+		}
+	}
+
+	// Arguments: each bad value of each rule, on the plain args and the first item's.
+	plain := 0
+	var starred []lua.Param
+	for _, p := range s.header.Args {
+		if strings.HasSuffix(p.Name, "*") {
+			starred = append(starred, p)
+		} else {
+			plain++
+		}
+	}
+	for i := range args {
+		var p lua.Param
+		switch {
+		case i < plain:
+			p = s.header.Args[i]
+		case i < plain+len(starred):
+			p = starred[i-plain]
+		default:
+			continue
+		}
+		for _, bad := range badValues(p.Rule) {
+			mutated := append([]string(nil), args...)
+			mutated[i] = bad
+			try(fmt.Sprintf("ARGV[%d] %s = %q", i+1, p.Name, bad), "ARGS", ks, mutated)
+		}
+	}
+	try("one ARGV too many", "ARGS", ks, append(append([]string(nil), args...), ""))
+	unchanged()
+
+	// Keys: one too few, one too many, each replaced by another type's key of its tag.
+	try("one KEYS too few", "KEYS", ks[:len(ks)-1], args)
+	try("one KEYS too many", "KEYS", append(append([]string(nil), ks...), ks[0]), args)
+	for i, k := range ks {
+		parsed, err := keys.Parse(k)
+		if err != nil {
+			r.fail("KEYS[%d] %q is not a key of the grammar: %v", i+1, k, err)
+			continue
+		}
+		for _, t := range keys.Types() {
+			if t == parsed.Type {
+				continue
+			}
+			mutated := append([]string(nil), ks...)
+			mutated[i] = fillForm(t.Form(), parsed.Name)
+			try(fmt.Sprintf("KEYS[%d] = %s", i+1, mutated[i]), "KEYS", mutated, args)
+		}
+	}
+	// Names outside the grammar and keys of two names: another slot, so standalone only.
+	if !r.tg.cluster {
+		name, _ := keys.Parse(ks[0])
+		for _, bad := range []string{strings.Repeat("n", 65), "a b", "a:b", ""} {
+			mutated := make([]string, len(ks))
+			for i, k := range ks {
+				mutated[i] = strings.Replace(k, "{"+name.Name+"}", "{"+bad+"}", 1)
+			}
+			try(fmt.Sprintf("KEYS with the name %q", bad), "KEYS", mutated, args)
+		}
+		for i := 1; i < len(ks); i++ {
+			mutated := append([]string(nil), ks...)
+			mutated[i] = strings.Replace(ks[i], "{"+name.Name+"}", "{"+name.Name+"x}", 1)
+			try(fmt.Sprintf("KEYS[%d] of another name", i+1), "KEYS", mutated, args)
+		}
+	}
+	unchanged()
+
+	// Types: each absent key, created with another value type.
+	c := r.tg.client
+	for i, k := range ks {
+		parsed, _ := keys.Parse(k)
+		if parsed.Type.Value() == "channel" {
+			continue
+		}
+		n, err := c.Do(r.ctx, c.B().Exists().Key(k).Build()).AsInt64()
+		if err != nil || n != 0 {
+			continue
+		}
+		if parsed.Type.Value() == "string" {
+			err = c.Do(r.ctx, c.B().Hset().Key(k).FieldValue().FieldValue("wrong", "type").Build()).Error()
+		} else {
+			err = c.Do(r.ctx, c.B().Set().Key(k).Value("wrong type").Build()).Error()
+		}
+		if err != nil {
+			r.fail("%v", err)
+			continue
+		}
+		try(fmt.Sprintf("KEYS[%d] %s of another type", i+1, k), "TYPE", ks, args)
+		if err := c.Do(r.ctx, c.B().Del().Key(k).Build()).Error(); err != nil {
+			r.fail("%v", err)
+		}
+	}
+	unchanged()
+}
+
+// isErr reads an error reply's text.
+func isErr(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	if e, ok := valkey.IsValkeyErr(err); ok {
+		return e.Error(), true
+	}
+	return err.Error(), true
+}

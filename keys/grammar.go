@@ -1,0 +1,62 @@
+package keys
+
+// The grammar as data, for documents and for clients of other runtimes: every type's form
+// (with placeholders), the value it holds and one line on what it is. PROTOCOL.md is generated
+// from it; a test checks that every form parses back to its type.
+
+// NameRule and IDRule state the two rules of the grammar's variable parts, as the errors of
+// [ValidateName] and [ValidateID] do.
+const (
+	NameRule = "1 to 64 bytes of [A-Za-z0-9_.-]"
+	IDRule   = "1 to 512 bytes with no control bytes (0x00-0x1F, 0x7F)"
+)
+
+// grammar is indexed by Type: form, value type, what it is.
+var grammar = [...]struct{ form, value, doc string }{
+	Row:      {"ecc:{<table>}:<id>", "string", "the L2 row of a cache table: a row header and a payload (SET ... PX)"},
+	Record:   {"ecc:{<table>}", "hash", "the table's coherence record: fields epoch and seq"},
+	Inval:    {"emq:{<table>}:inval", "channel", "the table's invalidation channel, a shard channel (SPUBLISH, SSUBSCRIBE)"},
+	Pending:  {"emq:{<q>}:pending", "zset", "jobs ready to claim, every score 0: lex order is mint order"},
+	Active:   {"emq:{<q>}:active", "zset", "claimed jobs, scored by lease deadline (ms, server clock)"},
+	Schedule: {"emq:{<q>}:schedule", "zset", "jobs waiting for their run-at, scored by run-at (ms, server clock)"},
+	Dead:     {"emq:{<q>}:dead", "zset", "jobs whose attempts ran out, every score 0"},
+	Meta:     {"emq:{<q>}:meta", "hash", "queue state: fields paused (\"1\") and max_attempts"},
+	Wake:     {"emq:{<q>}:wake", "list", "wake-up markers idle workers block on (BLPOP), at most 16: \"1\" (work is pending) or \"s\" (the schedule's head moved earlier)"},
+	Job:      {"emq:{<q>}:job:<JOB id>", "hash", "a job's row: exactly the fields state, attempts, payload"},
+	Unique:   {"emq:{<q>}:uniq:<key>", "string", "an idempotency guard: the JOB id of the first job enqueued with <key>, with a TTL"},
+	Topic:    {"emq:{<topic>}:topic", "channel", "a broadcast topic, a shard channel (SPUBLISH, SSUBSCRIBE)"},
+
+	Periodic:  {"emq:{<q>}:periodic:<name>", "hash", "a periodic schedule of the queue, <name> ruled like a queue's name: fields spec, payload, last (the newest tick fired or skipped, or the declaration: unix ms, server clock) and paused (\"1\" or absent)"},
+	Periodics: {"emq:{<q>}:periodics", "zset", "the names of the queue's periodic schedules, every score 0"},
+}
+
+// Types lists every type of the grammar, in declaration order.
+func Types() []Type {
+	out := make([]Type, 0, len(grammar))
+	for t := range grammar {
+		if grammar[t].form != "" {
+			out = append(out, Type(t))
+		}
+	}
+	return out
+}
+
+// Form is the type's key in grammar form, with placeholders for the variable parts: <table>,
+// <q> or <topic> for the name in the hash tag, <id>, <JOB id>, <key> or <name> (a schedule's
+// name) for the id.
+// It is "" for an invalid Type.
+func (t Type) Form() string { return t.entry().form }
+
+// Value is the Valkey type a key of t holds: "string", "hash", "zset", "list", or "channel"
+// for a shard channel, which is not a key of the keyspace. It is "" for an invalid Type.
+func (t Type) Value() string { return t.entry().value }
+
+// Doc says in one line what a key of t is. It is "" for an invalid Type.
+func (t Type) Doc() string { return t.entry().doc }
+
+func (t Type) entry() struct{ form, value, doc string } {
+	if int(t) < len(grammar) {
+		return grammar[t]
+	}
+	return struct{ form, value, doc string }{}
+}
