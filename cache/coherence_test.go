@@ -64,7 +64,7 @@ func TestWritePath(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			src := newDB()
-			a, b, _, _ := coherentPair(t, func() valkey.Client { return tg.client(t) }, cache.Config{ReconcileInterval: time.Minute}, tables.Spec{DegradedLoads: tables.Off}, src)
+			a, b, _, _ := coherentPair(t, func() valkey.Client { return tg.client(t) }, cache.Config{ReconcileInterval: time.Minute}, tables.Spec{L2Timeout: relaxedL2, DegradedLoads: tables.Off}, src)
 			for _, tbl := range []*cache.Table[string, int]{a, b} {
 				v, err := tbl.Get(ctx, "k")
 				require.NoError(t, err)
@@ -142,7 +142,7 @@ func TestNoSpuriousFlush(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			src := newDB()
-			a, b, _, _ := coherentPair(t, func() valkey.Client { return tg.client(t) }, cache.Config{ReconcileInterval: interval}, tables.Spec{DegradedLoads: tables.Off}, src)
+			a, b, _, _ := coherentPair(t, func() valkey.Client { return tg.client(t) }, cache.Config{ReconcileInterval: interval}, tables.Spec{L2Timeout: relaxedL2, DegradedLoads: tables.Off}, src)
 			require.NoError(t, a.Set(ctx, "seed", 1)) // the record exists
 			valkeytest.Eventually(t, 10*time.Second, "b to receive the seed", func() bool { return b.Stats().InvalidationsReceived == 1 })
 			for i := range 100 {

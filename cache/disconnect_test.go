@@ -36,7 +36,7 @@ func runLoadHelper() error {
 		return err
 	}
 	defer c.Close()
-	tbl, err := cache.NewTable(c, tables.Spec{Name: os.Getenv(envTable), DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return 0, nil }, nil)
+	tbl, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: os.Getenv(envTable), DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return 0, nil }, nil)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func testSubscriberDisconnects(t *testing.T, addrs []string, client valkey.Clien
 	c, err := cache.New(client, cache.Config{ReconcileInterval: killInterval})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	tbl, err := cache.NewTable(c, tables.Spec{Name: table, DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return 0, nil }, nil)
+	tbl, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: table, DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return 0, nil }, nil)
 	require.NoError(t, err)
 
 	h := newHistory()

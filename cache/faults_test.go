@@ -310,9 +310,9 @@ func TestFillRace(t *testing.T) {
 					}
 				}
 			})
-			a, err := cache.NewTable(ca, tables.Spec{Name: name, DegradedLoads: tables.Off}, src.load, nil)
+			a, err := cache.NewTable(ca, tables.Spec{Name: name, DegradedLoads: tables.Off, L2Timeout: relaxedL2}, src.load, nil)
 			require.NoError(t, err)
-			w, err := cache.NewTable(cw, tables.Spec{Name: name, DegradedLoads: tables.Off}, src.load, nil)
+			w, err := cache.NewTable(cw, tables.Spec{Name: name, DegradedLoads: tables.Off, L2Timeout: relaxedL2}, src.load, nil)
 			require.NoError(t, err)
 			var paused sync.Map // id -> chan chan struct{}: a reader is paused before its install
 			a.SetHookBeforeInstall(func(id string) {

@@ -27,7 +27,7 @@ func TestGetThreeTiers(t *testing.T) {
 	eachTarget(t, func(t *testing.T, client valkey.Client) {
 		ctx := context.Background()
 		src := &source{}
-		tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+		tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2}, src)
 
 		u, err := tbl.Get(ctx, "42")
 		require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestFillPTTL(t *testing.T) {
 		ctx := context.Background()
 		c := newCache(t, client)
 
-		exact := newTable(t, c, tables.Spec{Name: tableName(t) + "0", TTL: 300 * time.Millisecond, Jitter: tables.Off}, &source{})
+		exact := newTable(t, c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t) + "0", TTL: 300 * time.Millisecond, Jitter: tables.Off}, &source{})
 		start := time.Now()
 		_, err := exact.Get(ctx, "seed")
 		require.NoError(t, err)
@@ -87,7 +87,7 @@ func TestFillPTTL(t *testing.T) {
 			require.Greater(t, p, int64(250))
 		}
 
-		jit := newTable(t, c, tables.Spec{Name: tableName(t) + "1", TTL: 300 * time.Millisecond, Jitter: 0.1}, &source{})
+		jit := newTable(t, c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t) + "1", TTL: 300 * time.Millisecond, Jitter: 0.1}, &source{})
 		const fills = 1000
 		var buckets [3]int // PX estimated in 270-279, 280-289, 290-300
 		lo, hi := int64(300), int64(0)
@@ -118,7 +118,7 @@ func TestSingleFlightGoroutines(t *testing.T) {
 	t.Parallel()
 	eachTarget(t, func(t *testing.T, client valkey.Client) {
 		src := &source{delay: 100 * time.Millisecond}
-		tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+		tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2}, src)
 		const n = 1000
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -148,7 +148,7 @@ func TestNegativeCaching(t *testing.T) {
 	eachTarget(t, func(t *testing.T, client valkey.Client) {
 		ctx := context.Background()
 		src := &source{gone: map[string]bool{"ghost": true}}
-		tbl := newTable(t, newCache(t, client), tables.Spec{NegativeTTL: time.Second}, src)
+		tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2, NegativeTTL: time.Second}, src)
 		key := rowKey(t, tbl, "ghost")
 
 		_, err := tbl.Get(ctx, "ghost")
@@ -176,7 +176,7 @@ func TestNegativeCaching(t *testing.T) {
 
 		t.Run("off", func(t *testing.T) {
 			src := &source{gone: map[string]bool{"ghost": true}}
-			tbl := newTable(t, newCache(t, client), tables.Spec{NegativeTTL: tables.Off}, src)
+			tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2, NegativeTTL: tables.Off}, src)
 			for i := 1; i <= 3; i++ {
 				_, err := tbl.Get(ctx, "ghost")
 				require.ErrorIs(t, err, cache.ErrNotFound)
@@ -208,7 +208,7 @@ func TestCorruptRow(t *testing.T) {
 			eachTarget(t, func(t *testing.T, client valkey.Client) {
 				ctx := context.Background()
 				src := &source{}
-				tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+				tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2}, src)
 				key := rowKey(t, tbl, "x")
 				require.NoError(t, client.Do(ctx, client.B().Set().Key(key).Value(tc.row).Px(time.Minute).Build()).Error())
 
@@ -286,7 +286,7 @@ func TestLoaderTimeout(t *testing.T) {
 			}
 			return user{ID: id}, nil
 		}
-		tbl, err := cache.NewTable(newCache(t, client), tables.Spec{Name: tableName(t), LoaderTimeout: 200 * time.Millisecond}, load, nil)
+		tbl, err := cache.NewTable(newCache(t, client), tables.Spec{L2Timeout: relaxedL2, Name: tableName(t), LoaderTimeout: 200 * time.Millisecond}, load, nil)
 		require.NoError(t, err)
 		const waiters = 10
 		var joins atomicCounter
@@ -338,7 +338,7 @@ func TestLoaderPanic(t *testing.T) {
 			}
 			return user{ID: id}, nil
 		}
-		tbl, err := cache.NewTable(newCache(t, client), tables.Spec{Name: tableName(t)}, load, nil)
+		tbl, err := cache.NewTable(newCache(t, client), tables.Spec{L2Timeout: relaxedL2, Name: tableName(t)}, load, nil)
 		require.NoError(t, err)
 
 		const waiters = 10
@@ -377,7 +377,7 @@ func TestCallerCancelDoesNotSpoilFill(t *testing.T) {
 	t.Parallel()
 	eachTarget(t, func(t *testing.T, client valkey.Client) {
 		b := newBlocking()
-		tbl, err := cache.NewTable(newCache(t, client), tables.Spec{Name: tableName(t)}, b.load, nil)
+		tbl, err := cache.NewTable(newCache(t, client), tables.Spec{L2Timeout: relaxedL2, Name: tableName(t)}, b.load, nil)
 		require.NoError(t, err)
 
 		impatient, cancel := context.WithCancel(context.Background())
@@ -410,7 +410,7 @@ func TestL1NeverOutlivesRow(t *testing.T) {
 	eachTarget(t, func(t *testing.T, client valkey.Client) {
 		ctx := context.Background()
 		name := tableName(t)
-		spec := tables.Spec{Name: name, TTL: 600 * time.Millisecond, Jitter: tables.Off, L1TTL: time.Hour, EarlyRefreshBeta: tables.Off}
+		spec := tables.Spec{L2Timeout: relaxedL2, Name: name, TTL: 600 * time.Millisecond, Jitter: tables.Off, L1TTL: time.Hour, EarlyRefreshBeta: tables.Off}
 		writerSrc, readerSrc := &source{}, &source{}
 		writer := newTable(t, newCache(t, client), spec, writerSrc)
 		reader := newTable(t, newCache(t, client), spec, readerSrc)
@@ -451,7 +451,7 @@ func TestInstallRefusedAfterForget(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				ctx := context.Background()
 				src := &source{}
-				tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+				tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2}, src)
 				var once sync.Once
 				tbl.SetHookAfterRead(func(id string) { once.Do(func() { tc.forget(tbl, id) }) })
 
@@ -489,7 +489,7 @@ func TestFillRefusedWhenLeaseGone(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				ctx := context.Background()
 				b := newBlocking()
-				tbl, err := cache.NewTable(newCache(t, client), tables.Spec{Name: tableName(t)}, b.load, nil)
+				tbl, err := cache.NewTable(newCache(t, client), tables.Spec{L2Timeout: relaxedL2, Name: tableName(t)}, b.load, nil)
 				require.NoError(t, err)
 				key := rowKey(t, tbl, "k")
 				done := make(chan error, 1)
@@ -520,7 +520,7 @@ func TestIDTypes(t *testing.T) {
 	c := newCache(t, client)
 
 	type userID int64
-	ints, err := cache.NewTable(c, tables.Spec{Name: tableName(t) + "i"}, func(_ context.Context, id userID) (int64, error) {
+	ints, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t) + "i"}, func(_ context.Context, id userID) (int64, error) {
 		return int64(id) * 2, nil
 	}, nil)
 	require.NoError(t, err)
@@ -532,7 +532,7 @@ func TestIDTypes(t *testing.T) {
 	}
 
 	type sku string
-	strs, err := cache.NewTable(c, tables.Spec{Name: tableName(t) + "s"}, func(_ context.Context, id sku) (string, error) {
+	strs, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t) + "s"}, func(_ context.Context, id sku) (string, error) {
 		return "item " + string(id), nil
 	}, nil)
 	require.NoError(t, err)
@@ -554,23 +554,23 @@ func TestNewTableErrors(t *testing.T) {
 	c := newCache(t, targets[0].client(t))
 	src := &source{}
 	name := tableName(t)
-	_, err := cache.NewTable(c, tables.Spec{Name: "bad{name"}, src.load, nil)
+	_, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: "bad{name"}, src.load, nil)
 	require.ErrorIs(t, err, tables.ErrInvalidSpec)
 	require.ErrorIs(t, err, keys.ErrInvalid)
-	_, err = cache.NewTable(c, tables.Spec{Name: name, Jitter: 1.5}, src.load, nil)
+	_, err = cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: name, Jitter: 1.5}, src.load, nil)
 	require.ErrorIs(t, err, tables.ErrInvalidSpec)
-	_, err = cache.NewTable[string, user](c, tables.Spec{Name: name}, nil, nil)
+	_, err = cache.NewTable[string, user](c, tables.Spec{L2Timeout: relaxedL2, Name: name}, nil, nil)
 	require.ErrorContains(t, err, "nil loader")
 
-	_, err = cache.NewTable(c, tables.Spec{Name: name}, src.load, nil)
+	_, err = cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: name}, src.load, nil)
 	require.NoError(t, err)
-	_, err = cache.NewTable(c, tables.Spec{Name: name}, src.load, nil)
+	_, err = cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: name}, src.load, nil)
 	require.ErrorIs(t, err, tables.ErrDuplicate)
 	require.Len(t, c.Tables(), 1)
 	require.Contains(t, c.Stats(), name)
 
 	other := newCache(t, targets[0].client(t))
-	_, err = cache.NewTable(other, tables.Spec{Name: name}, src.load, nil)
+	_, err = cache.NewTable(other, tables.Spec{L2Timeout: relaxedL2, Name: name}, src.load, nil)
 	require.NoError(t, err, "declarations belong to their cache object")
 }
 
@@ -581,7 +581,7 @@ func TestNewTableL1MaxEntriesBound(t *testing.T) {
 	c := newCache(t, targets[0].client(t))
 	src := &source{}
 	for _, n := range []int64{tables.MaxL1MaxEntries + 1, 1 << 59, math.MaxInt64} {
-		_, err := cache.NewTable(c, tables.Spec{Name: tableName(t), L1MaxEntries: n}, src.load, nil)
+		_, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t), L1MaxEntries: n}, src.load, nil)
 		require.ErrorIs(t, err, tables.ErrInvalidSpec, "%d", n)
 		require.ErrorContains(t, err, "L1MaxEntries")
 		require.ErrorContains(t, err, strconv.FormatInt(tables.MaxL1MaxEntries, 10))
@@ -596,14 +596,14 @@ func TestClosed(t *testing.T) {
 	c, err := cache.New(client, cache.Config{})
 	require.NoError(t, err)
 	src := &source{}
-	tbl := newTable(t, c, tables.Spec{}, src)
+	tbl := newTable(t, c, tables.Spec{L2Timeout: relaxedL2}, src)
 	c.Close()
 	c.Close()
 	_, err = tbl.Get(context.Background(), "k")
 	require.ErrorIs(t, err, cache.ErrClosed)
 	_, err = tbl.GetMany(context.Background(), []string{"a", "b"})
 	require.ErrorIs(t, err, cache.ErrClosed)
-	_, err = cache.NewTable(c, tables.Spec{Name: tableName(t) + "x"}, src.load, nil)
+	_, err = cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t) + "x"}, src.load, nil)
 	require.ErrorIs(t, err, cache.ErrClosed)
 	require.Zero(t, src.calls.Load())
 }
@@ -614,7 +614,7 @@ func TestL2Unavailable(t *testing.T) {
 	t.Parallel()
 	client := targets[0].client(t)
 	src := &source{}
-	tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+	tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2}, src)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := tbl.Get(ctx, "k")
@@ -631,7 +631,7 @@ func TestForgetUnderLoad(t *testing.T) {
 	ctx := context.Background()
 	client := targets[0].client(t)
 	src := &source{}
-	tbl := newTable(t, newCache(t, client), tables.Spec{L1MaxEntries: 64}, src)
+	tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2, L1MaxEntries: 64}, src)
 	var stop sync.WaitGroup
 	done := make(chan struct{})
 	for w := range 4 {
@@ -686,7 +686,7 @@ func TestNoL1ReadsBareGET(t *testing.T) {
 		ctx := context.Background()
 		client := &countingClient{Client: raw}
 		src := &source{delay: time.Millisecond}
-		tbl := newTable(t, newCache(t, client), tables.Spec{TTL: time.Hour, L1TTL: tables.Off}, src)
+		tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2, TTL: time.Hour, L1TTL: tables.Off}, src)
 		_, err := tbl.Get(ctx, "k")
 		require.NoError(t, err)
 		client.reset()

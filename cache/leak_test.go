@@ -30,7 +30,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	// A 1 ms load on a 50 ms row: the early-refresh window opens almost at once.
-	tbl, err := cache.NewTable(c, tables.Spec{Name: tableName(t), TTL: 50 * time.Millisecond, Jitter: tables.Off, EarlyRefreshBeta: 5},
+	tbl, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t), TTL: 50 * time.Millisecond, Jitter: tables.Off, EarlyRefreshBeta: 5},
 		func(ctx context.Context, id string) (string, error) {
 			time.Sleep(time.Millisecond)
 			return "v-" + id, nil

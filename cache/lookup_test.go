@@ -16,7 +16,7 @@ func TestLookupTiers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	src := &source{gone: map[string]bool{"7": true}}
-	tbl := newTable(t, newCache(t, valkeytest.Shared(t).Client(t)), tables.Spec{}, src)
+	tbl := newTable(t, newCache(t, valkeytest.Shared(t).Client(t)), tables.Spec{L2Timeout: relaxedL2}, src)
 
 	for i, want := range []cache.Tier{cache.TierFill, cache.TierL1} {
 		u, tier, err := tbl.Lookup(ctx, "42")

@@ -31,6 +31,11 @@ var runID = func() string {
 	return hex.EncodeToString(b[:])
 }()
 
+// relaxedL2 is the L2Timeout of tests that are not about a slow or absent Valkey: the suite
+// runs many servers and clusters in parallel on a small machine under the race detector, where
+// a healthy server can answer later than the 250 ms default. The fault tests keep short ones.
+const relaxedL2 = 10 * time.Second
+
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
 var nameSeq atomic.Int64

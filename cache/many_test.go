@@ -101,7 +101,7 @@ func TestGetMany(t *testing.T) {
 			for _, id := range ids(90, 100) {
 				batch.gone[id] = true
 			}
-			tbl, err := cache.NewTable(newCache(t, client), tables.Spec{Name: tableName(t)}, single.load,
+			tbl, err := cache.NewTable(newCache(t, client), tables.Spec{L2Timeout: relaxedL2, Name: tableName(t)}, single.load,
 				&cache.TableOpts[string, user]{BatchLoad: batch.load})
 			require.NoError(t, err)
 			mgetCalls := func() int {
@@ -178,7 +178,7 @@ func TestGetManyEdges(t *testing.T) {
 
 		t.Run("per-id loader", func(t *testing.T) {
 			src := &source{gone: map[string]bool{"u03": true}}
-			tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+			tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2}, src)
 			got, err := tbl.GetMany(ctx, ids(0, 20))
 			require.NoError(t, err)
 			require.Len(t, got, 19)
@@ -191,7 +191,7 @@ func TestGetManyEdges(t *testing.T) {
 
 		t.Run("dead filler's lease", func(t *testing.T) {
 			src := &source{}
-			tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+			tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2}, src)
 			key := rowKey(t, tbl, "u01")
 			require.NoError(t, client.Do(ctx, client.B().Set().Key(key).Value(cache.LeaseRow("deadfiller000000")).Px(300*time.Millisecond).Build()).Error())
 			got, err := tbl.GetMany(ctx, ids(0, 3))
@@ -206,7 +206,7 @@ func TestGetManyEdges(t *testing.T) {
 		t.Run("failing batch", func(t *testing.T) {
 			src := &source{}
 			batch := &batchSource{fail: errors.New("source down")}
-			tbl, err := cache.NewTable(newCache(t, client), tables.Spec{Name: tableName(t)}, src.load,
+			tbl, err := cache.NewTable(newCache(t, client), tables.Spec{L2Timeout: relaxedL2, Name: tableName(t)}, src.load,
 				&cache.TableOpts[string, user]{BatchLoad: batch.load})
 			require.NoError(t, err)
 			_, err = tbl.Get(ctx, "u00")

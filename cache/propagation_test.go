@@ -52,7 +52,7 @@ func runPropagateHelper() error {
 			out <- fmt.Sprintf("DROP %s %d %d", id, at, v)
 		}
 	})
-	tbl, err = cache.NewTable(c, tables.Spec{Name: table, DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return -2, nil }, nil)
+	tbl, err = cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: table, DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return -2, nil }, nil)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func TestPropagation(t *testing.T) {
 			ch := startChild(t, []string{envHelper + "=propagate", envAddrs + "=" + strings.Join(tg.addrs(t), ","), envTable + "=" + table})
 			ch.expect(t, "READY", 60*time.Second)
 			c := newCache(t, client)
-			tbl, err := cache.NewTable(c, tables.Spec{Name: table, DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return -2, nil }, nil)
+			tbl, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: table, DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return -2, nil }, nil)
 			require.NoError(t, err)
 			const writes = 1000
 			var ours, raw []time.Duration

@@ -22,7 +22,7 @@ func TestColdGetReadsRowOnce(t *testing.T) {
 		ctx := context.Background()
 		client := &countingClient{Client: raw}
 		src := &source{}
-		tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
+		tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2}, src)
 		client.reset()
 
 		u, err := tbl.Get(ctx, "k")
@@ -118,7 +118,7 @@ func TestLeaseReplyIsARead(t *testing.T) {
 			eachTarget(t, func(t *testing.T, raw valkey.Client) {
 				client := &countingClient{Client: raw}
 				src := &source{}
-				tbl := newTable(t, newCache(t, client), tables.Spec{Jitter: tables.Off, L1TTL: time.Hour}, src)
+				tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2, Jitter: tables.Off, L1TTL: time.Hour}, src)
 				key := rowKey(t, tbl, "k")
 				var once sync.Once
 				tbl.SetHookAfterRead(func(string) {

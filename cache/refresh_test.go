@@ -80,7 +80,7 @@ func TestEarlyRefresh(t *testing.T) {
 				// row a refresh writes does not enter its own window before the old row has
 				// expired and every reader has moved on. Beta 2 starts the refresh early enough
 				// to finish before expiry even at a slow machine's read rate.
-				spec := tables.Spec{Name: name, TTL: 4 * time.Second, Jitter: tables.Off, L1TTL: tc.l1TTL, EarlyRefreshBeta: 2}
+				spec := tables.Spec{L2Timeout: relaxedL2, Name: name, TTL: 4 * time.Second, Jitter: tables.Off, L1TTL: tc.l1TTL, EarlyRefreshBeta: 2}
 				a, err := cache.NewTable(newCache(t, client), spec, load, nil)
 				require.NoError(t, err)
 				b, err := cache.NewTable(newCache(t, client), spec, load, nil)
