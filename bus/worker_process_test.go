@@ -32,6 +32,7 @@ import (
 //	<queue>.done        hash id -> how many completes of that id the worker saw accepted,
 //	                    written after the complete's reply came back nil
 //	<queue>.log.<name>  list of "event id token" for every event but claimed (optional)
+//	<queue>.started     hash id -> unix µs when its handler started (optional)
 
 const (
 	envAddr        = "EMQ_WORKER_ADDR"
@@ -43,6 +44,7 @@ const (
 	envLog         = "EMQ_WORKER_LOG"
 	envBeat        = "EMQ_WORKER_BEAT"      // optional: WorkerConfig.HeartbeatInterval
 	envHousekeep   = "EMQ_WORKER_HOUSEKEEP" // optional: WorkerConfig.HousekeepInterval
+	envStarted     = "EMQ_WORKER_STARTED"   // optional: "1" records <queue>.started
 )
 
 // TestWorkerProcess is the body of a worker process; run directly, it skips.
@@ -58,7 +60,7 @@ func TestWorkerProcess(t *testing.T) {
 	require.NoError(t, err)
 	concurrency, err := strconv.Atoi(os.Getenv(envConcurrency))
 	require.NoError(t, err)
-	logAll := os.Getenv(envLog) == "1"
+	logAll, started := os.Getenv(envLog) == "1", os.Getenv(envStarted) == "1"
 	beat, housekeep := time.Duration(0), lease/5
 	if v := os.Getenv(envBeat); v != "" {
 		beat, err = time.ParseDuration(v)
@@ -98,6 +100,10 @@ func TestWorkerProcess(t *testing.T) {
 	// The handler ignores its context on purpose: a paused or partitioned worker's handler
 	// keeps working and then tries to record its outcome, which fencing must refuse.
 	bus.MustHandle(w, "work", func(ctx context.Context, task *bus.Task[args]) error {
+		if started {
+			at := strconv.FormatInt(time.Now().UnixMicro(), 10)
+			_ = c.Do(ctx, c.B().Hset().Key(queue+".started").FieldValue().FieldValue(task.Job.ID.String(), at).Build()).Error()
+		}
 		time.Sleep(work)
 		return nil
 	}, nil)
