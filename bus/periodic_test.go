@@ -196,8 +196,9 @@ func TestPeriodicBadInput(t *testing.T) {
 	require.Empty(t, scanAll(t, c, "{"+name+"}"), "nothing written")
 }
 
-// TestPeriodicConcurrentDeclare: 10 goroutines declare the same 3 schedules at once; one row
-// and one index entry each; then a scheduler fires each tick of each once.
+// TestPeriodicConcurrentDeclare: 10 declarers, each with a client and a Bus of its own (as
+// 10 processes would be: the upserts meet only on the server), declare the same 3 schedules
+// at once; one row and one index entry each; then a scheduler fires each tick of each once.
 func TestPeriodicConcurrentDeclare(t *testing.T) {
 	t.Parallel()
 	ctx, c, b, name, q := periodicSetup(t)
@@ -206,10 +207,11 @@ func TestPeriodicConcurrentDeclare(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 30)
 	for range 10 {
+		own := newBus(t, valkeytest.Shared(t).Client(t), bus.Config{})
 		wg.Go(func() {
 			<-start
 			for _, s := range scheds {
-				errs <- b.DeclarePeriodic(ctx, name, bus.Periodic{Name: s, Every: 200 * time.Millisecond, Kind: "tick", Args: s, Missed: bus.MissedCatchUp})
+				errs <- own.DeclarePeriodic(ctx, name, bus.Periodic{Name: s, Every: 200 * time.Millisecond, Kind: "tick", Args: s, Missed: bus.MissedCatchUp})
 			}
 		})
 	}
