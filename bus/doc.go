@@ -130,6 +130,12 @@
 // its normal result: the write was applied on the primary and may still exist, so a caller
 // that retries must be ready to find it done (idempotency keys make enqueue retries safe).
 //
+// Across a failover the attempts counter is only as safe as its replication: a replica that
+// missed a claim and is then promoted would mint the same token again, and a zombie holding it
+// could complete the job. [WorkerConfig].ClaimAck makes a worker's claims wait for a replica
+// before their handlers start (a claim that falls short starts nothing and hands its jobs
+// back); README's Reliability section lists what each level guarantees across which fault.
+//
 // # Broadcast topics and invalidations
 //
 // [Bus.Publish] and [Bus.Subscribe] use sharded pub/sub (SPUBLISH, SSUBSCRIBE) on topic
@@ -150,16 +156,28 @@
 // the bus's names, and the verbs' errors match [ErrInvalid] and [ErrTooLarge] as well as
 // topic's own sentinels.
 //
+// # Periodic jobs
+//
+// A periodic schedule is a row of its queue ([Bus.DeclarePeriodic]: a cron spec in a zone, or
+// a fixed period, the task it enqueues and a [MissedPolicy]). Any number of processes run a
+// [Scheduler] for the queue; there is no leader. Each pass reads the server's TIME and the
+// rows, computes the due ticks and fires each one through one script that enqueues only when
+// the tick is newer than the row's last: the tick is the fence, so one tick is one job however
+// many schedulers see it, and the job's id ([keys.JobIDAt]) carries the tick as its mint
+// time. Pass [Worker.Handles] as [SchedulerConfig].Handles to have a kind no worker runs
+// reported where it fires. See examples/periodic.
+//
 // # Errors
 //
 // Script errors arrive as the package's errors: [ErrStale], [ErrPaused], [ErrNotFound],
 // [ErrState], [ErrInvalid] (names and ids also match keys.ErrInvalid), [ErrTooLarge],
-// [ErrWrongType], [ErrExists], [ErrNotDurable]. Every script checks all its preconditions
+// [ErrWrongType], [ErrExists], [ErrNotDurable], [ErrNoSchedule]. Every script checks all its preconditions
 // before its first write, so a refused call wrote nothing.
 //
 // # The protocol is the contract
 //
 // A client in another language that loads the files of package lua and follows their
-// headers (KEYS in grammar form, ARGV by name, REPLY, ERRORS) behaves exactly as this package
-// does; a test drives every script that way and compares.
+// headers (KEYS in grammar form, ARGV by name and rule, FORMAT, REPLY, ERROR) behaves exactly
+// as this package does: PROTOCOL.md collects the headers, and the language-neutral vectors of
+// conformance/ replay them by raw EVALSHA.
 package bus
