@@ -199,7 +199,21 @@ func (ts *tableState) diverged(r record, b seen) bool {
 	case r.seq == b.seq:
 		return r.last != b.last
 	case r.seq <= ts.seq:
-		return !ts.knows(r.seq, r.last)
+		// Applied since b, if the recent pairs still reach back to r.seq. More than recentLen
+		// messages applied while the record was read and the grace ran (a busy table, a slow
+		// read) leave nothing to compare it with; each of those messages was checked against
+		// the one before it, so the record is not taken for a regression.
+		return ts.reaches(r.seq) && !ts.knows(r.seq, r.last)
+	}
+	return false
+}
+
+// reaches reports whether the recent pairs go back to seq. Called with mu held.
+func (ts *tableState) reaches(seq int64) bool {
+	for _, p := range ts.recent {
+		if p.token != "" && p.seq <= seq {
+			return true
+		}
 	}
 	return false
 }
