@@ -141,6 +141,8 @@ type tableCore interface {
 	// it answers again.
 	pendingCount() int
 	retryPending(ctx context.Context) error
+	// oweAll makes the table owe a whole-table invalidation, sent by retryPending.
+	oweAll()
 }
 
 // New makes a Cache over client. The client should be made with DisableCache: true unless

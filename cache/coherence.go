@@ -24,8 +24,8 @@ import (
 //     L1 is flushed (all of it: which ids were lost is unknown);
 //   - a message that is neither (seq at or below the last one, or the next seq chained to
 //     another token) is a regression: the record went back in time (a restore from a
-//     snapshot, a lagging replica promoted); flush once and follow the new sequence (see
-//     sequence.go);
+//     snapshot, a lagging replica promoted); flush once and follow the new sequence, and
+//     invalidate the whole table, since its rows went back too (see sequence.go);
 //   - a message of another epoch (a whole-table invalidation, or a record that vanished with
 //     FLUSHALL or a restart without persistence and was made again) flushes the table;
 //   - an overflow of the subscription's queue flushes every table; the next message or
@@ -100,6 +100,9 @@ type tableState struct {
 	recentI int
 	// flushGen counts flushes, so a reconcile can tell one happened while it waited.
 	flushGen atomic.Int64
+	// onRegression is called (without mu) when a message or a reconcile finds the record
+	// gone back in time; set once by add.
+	onRegression func()
 
 	// degradedSince is when the table entered degraded mode (unix ns), 0 when it is not in it.
 	degradedSince atomic.Int64
@@ -131,11 +134,23 @@ func newCoherence(c *Cache, cfg Config) (*coherence, error) {
 // syncTables, up to the subscribe timeout). Until then the table works without L1.
 func (co *coherence) add(decl keys.Table, core tableCore) *tableState {
 	ts := &tableState{name: decl.Name(), keys: decl, core: core}
+	ts.onRegression = func() { co.regressed(ts) }
 	co.mu.Lock()
 	co.byName[ts.name] = ts
 	co.byChannel[decl.Inval()] = ts
 	co.mu.Unlock()
 	return ts
+}
+
+// regressed makes ts owe a whole-table invalidation and wakes the background loop, whose
+// reconcile of ts sends it (cache_flush: every row deleted, then a new epoch that flushes
+// every process's L1) as soon as Valkey answers.
+func (co *coherence) regressed(ts *tableState) {
+	ts.core.oweAll()
+	co.mu.Lock()
+	co.pending[ts] = true
+	co.mu.Unlock()
+	co.wake()
 }
 
 // syncTables subscribes every tracked table and reads the record of those not yet synced.

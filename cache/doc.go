@@ -56,7 +56,8 @@
 // resubscribe or reconcile (every [Config].ReconcileInterval, default 5 s) that finds the
 // sequence moved past what was received flushes that table's L1, and so does a sequence
 // that went back in time (Valkey restored from a snapshot, a lagging replica promoted: the
-// chained tokens tell it even once new writes pushed the sequence past where it was).
+// chained tokens tell it even once new writes pushed the sequence past where it was); the
+// rows went back with it, so that table's rows are invalidated too (as by InvalidateAll).
 // Nothing missed, no flush; a lost message costs at most one reconcile interval. Until a table's subscription is
 // confirmed its L1 takes nothing.
 //

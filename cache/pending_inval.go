@@ -13,7 +13,8 @@ import (
 // database no longer has. The ids are retried (cache_invalidate, which also deletes the
 // rows) by the first reconcile that finds Valkey answering. At most MaxPendingInvalidations
 // ids are remembered per table; past that the table owes a whole-table invalidation
-// (InvalidateAll) instead, which covers every id.
+// (InvalidateAll) instead, which covers every id. A table whose record went back in time
+// owes one too (see sequence.go), sent the same way.
 
 // pendingInvals are a table's invalidations that did not reach Valkey.
 type pendingInvals struct {
@@ -102,7 +103,7 @@ func (t *Table[K, V]) retryPending(ctx context.Context) error {
 			return fmt.Errorf("cache: table %s: retrying a whole-table invalidation: %w", t.spec.Name, err)
 		}
 		t.cs.sent.Add(1)
-		t.c.log.Info("cache: a whole-table invalidation owed since an outage was sent", "table", t.spec.Name)
+		t.c.log.Info("cache: a whole-table invalidation owed (since an outage, or a record that went back in time) was sent", "table", t.spec.Name)
 		return nil
 	}
 	for start := 0; start < len(ids); start += invalidateBatch {
@@ -121,3 +122,5 @@ func (t *Table[K, V]) retryPending(ctx context.Context) error {
 
 // pendingCount is retryPending's backlog for the reconcile: 0 means nothing to send.
 func (t *Table[K, V]) pendingCount() int { return t.pending.count() }
+
+func (t *Table[K, V]) oweAll() { t.pending.addAll() }

@@ -16,7 +16,8 @@ import (
 // TestLaggingReplicaPromoted: the replica of the table's primary is paused and cut off (so
 // it misses the last 50 writes), the primary dies, and the replica is promoted with the
 // older record. One write later, no reader serves the pre-failover value past one reconcile
-// interval; a table that lost nothing is not flushed.
+// interval, and the row the replica kept is invalidated with the table's rows; a table that
+// lost nothing is not flushed.
 func TestLaggingReplicaPromoted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a dedicated cluster")
@@ -96,12 +97,18 @@ func TestLaggingReplicaPromoted(t *testing.T) {
 		if err == nil && v != 51 {
 			t.Logf("b1 stopped serving the pre-failover value %v after the write (bound %v): regressions %d, gaps %d, flushes %d",
 				start.Sub(done), interval, b1.Stats().Regressions, b1.Stats().Gaps, b1.Stats().Flushes)
-			require.Equal(t, 1, v, "the row as the replica had it")
+			// The row as the replica had it, or the loader's once the table's rows were
+			// invalidated after the regression.
+			require.Contains(t, []int{0, 1}, v)
 			break
 		}
 		require.False(t, start.After(done.Add(interval+failoverSlack)), "b1 still serves %d (%v) %v after the write", v, err, start.Sub(done))
 		time.Sleep(5 * time.Millisecond)
 	}
+	valkeytest.Eventually(t, 10*time.Second, "the rolled-back row invalidated", func() bool {
+		v, err := b1.Get(ctx, "k")
+		return err == nil && v == 0
+	})
 	r2 := b2.Stats().Reconciles
 	valkeytest.Eventually(t, 10*time.Second, "two reconciles of the whole table", func() bool { return b2.Stats().Reconciles >= r2+2 })
 	require.Equal(t, flushes2, b2.Stats().Flushes, "no flush where nothing was lost")

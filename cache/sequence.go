@@ -19,7 +19,9 @@ import (
 //     restored point are lost for ever: a seq at or below the last one that is not a
 //     duplicate, or the next seq whose prev is not the token applied last (new writes
 //     after the restore pushed seq past where it was, so seq alone cannot tell). The table's
-//     L1 is flushed once and the new sequence followed from there.
+//     L1 is flushed once and the new sequence followed from there; and since the rows went
+//     back with the record (a row a lost invalidation had deleted is there again), the
+//     table's rows are invalidated too: a whole-table invalidation, sent by the reconcile.
 //
 // The reconcile compares the record with what was seen before it read it: behind that is a
 // regression, the same seq with another token too; ahead of it is either messages in
@@ -132,7 +134,7 @@ func (ts *tableState) onMessage(m inval) {
 			}
 		}
 	}
-	flush := false
+	flush, regressed := false, false
 	ts.mu.Lock()
 	switch {
 	case !ts.synced.Load():
@@ -152,7 +154,7 @@ func (ts *tableState) onMessage(m inval) {
 			// The next seq, but not after the write applied last: the record went back and
 			// new writes brought it here.
 			ts.regressions.Add(1)
-			flush = true
+			flush, regressed = true, true
 			ts.follow(m.seq, m.token)
 		case m.seq > ts.seq+1:
 			ts.gaps.Add(1)
@@ -163,7 +165,7 @@ func (ts *tableState) onMessage(m inval) {
 			// below, nothing else changes.
 		default:
 			ts.regressions.Add(1)
-			flush = true
+			flush, regressed = true, true
 			ts.follow(m.seq, m.token)
 		}
 	case ts.isRetired(m.epoch):
@@ -175,6 +177,9 @@ func (ts *tableState) onMessage(m inval) {
 		ts.adopt(m.epoch, m.seq, m.token)
 	}
 	ts.mu.Unlock()
+	if regressed {
+		ts.regressed()
+	}
 	if flush {
 		ts.flush()
 		return
@@ -199,7 +204,21 @@ func (ts *tableState) diverged(r record, b seen) bool {
 	case r.seq == b.seq:
 		return r.last != b.last
 	case r.seq <= ts.seq:
-		return !ts.knows(r.seq, r.last)
+		// Applied since b, if the recent pairs still reach back to r.seq. More than recentLen
+		// messages applied while the record was read and the grace ran (a busy table, a slow
+		// read) leave nothing to compare it with; each of those messages was checked against
+		// the one before it, so the record is not taken for a regression.
+		return ts.reaches(r.seq) && !ts.knows(r.seq, r.last)
+	}
+	return false
+}
+
+// reaches reports whether the recent pairs go back to seq. Called with mu held.
+func (ts *tableState) reaches(seq int64) bool {
+	for _, p := range ts.recent {
+		if p.token != "" && p.seq <= seq {
+			return true
+		}
 	}
 	return false
 }
@@ -222,7 +241,7 @@ func (ts *tableState) behind(r record, b seen) bool {
 // whatever is still missing was lost, and a record that went back in time lost the
 // invalidations after its point.
 func (ts *tableState) verify(r record, b seen) {
-	flush := false
+	flush, regressed := false, false
 	ts.mu.Lock()
 	switch {
 	case ts.resync:
@@ -244,7 +263,7 @@ func (ts *tableState) verify(r record, b seen) {
 				break // a message saw the regression first, flushed, and follows the new sequence
 			}
 			ts.regressions.Add(1)
-			flush = true
+			flush, regressed = true, true
 			ts.follow(r.seq, r.last)
 		case r.seq > ts.seq:
 			flush = true
@@ -257,7 +276,21 @@ func (ts *tableState) verify(r record, b seen) {
 		ts.adopt(r.epoch, r.seq, r.last)
 	}
 	ts.mu.Unlock()
+	if regressed {
+		ts.regressed()
+	}
 	if flush {
 		ts.flush()
+	}
+}
+
+// regressed reports a regression to the table's reconciler: the rows went back in time with
+// the record, so a row that one of the lost invalidations had deleted is there again, older
+// than the database behind it (a lost Set only loses a row). Flushing L1 alone would let the
+// next read copy such a row back in, so the table owes a whole-table invalidation, which the
+// reconcile it wakes sends at once.
+func (ts *tableState) regressed() {
+	if ts.onRegression != nil {
+		ts.onRegression()
 	}
 }
