@@ -91,6 +91,19 @@
 // assumes the loader reads the source of truth; a table whose truth is what Set wrote (its
 // loader a fallback that may be older) should turn it off.
 //
+// Writes of a database-backed table: writers that commit A then B to the database may reach
+// the cache in the order B, A, and a plain Set then leaves A in L2 for the row's TTL. Either
+// invalidate after the commit ([Table.Invalidate]: the next read loads what the database
+// holds then), or Set with a version: a table declared with [TableOpts].Version (a function
+// that reads a revision or an updated_at from a value) writes versioned rows, which carry
+// the value's version in the row header, and cache_set refuses a value older than the row
+// it would replace, in the script, without writing or publishing anything (the newer row's
+// own Set published its invalidation); the writer's L1 drops its entry, so it reads the
+// newer row next ([Stats].SetsRefused counts the refusals; an equal version is written).
+// Fills write versioned rows too, carrying the loaded value's version, so a later, older Set
+// cannot replace what a fill loaded; a fill itself never replaces a Set's row, since it
+// writes only over its own lease, which every Set removes.
+//
 // Writes during an outage: a Set, Invalidate or InvalidateAll that cannot reach Valkey (or
 // meets an open breaker, then it fails at once) returns its error, and the table also
 // remembers the ids, up to tables.Spec.MaxPendingInvalidations (default 10,000; past it, a

@@ -69,3 +69,12 @@ func PeekL1[K ID, V any](t *Table[K, V], id K) (V, bool) {
 	}
 	return e.value, true
 }
+
+// VersionedRow builds a versioned value row, for tests that plant rows.
+var VersionedRow = versionedRow
+
+// ParsedValueVersion is a versioned value row's value version, and whether the row is one.
+func ParsedValueVersion(s string) (uint64, bool) {
+	r := parseRow(s)
+	return r.vversion, r.kind == rowValue && r.versioned
+}

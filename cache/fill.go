@@ -171,16 +171,16 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 	v, delta, err := t.callLoader(ctx, id, idStr)
 	switch {
 	case err == nil:
-		payload, err := t.encode(v, idStr)
+		px := t.jitter(t.spec.TTL)
+		vrow, err := t.valueRowOf(v, idStr, token, delta, px)
 		if err != nil {
-			// A codec that fails, or panics, must not leave the lease for every process to
-			// wait out.
+			// A codec (or Version) that fails, or panics, must not leave the lease for every
+			// process to wait out.
 			t.release(ctx, key, token)
 			return nil, err
 		}
-		px := t.jitter(t.spec.TTL)
 		sent := t.clk.precise()
-		written, err := t.finishFill(ctx, key, token, valueRow(token, delta, wallExpiry(px), payload), px)
+		written, err := t.finishFill(ctx, key, token, vrow, px)
 		switch {
 		case err != nil:
 			// The value is good; only L2 did not take it. The caller gets it, L1 does not.
@@ -217,6 +217,24 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 
 // encode runs the table's codec on v, turning a panic into an error, so a fill that holds a
 // lease always gets to release it.
+// valueRowOf encodes v as the value row of token (the writer's), to live px: a versioned row
+// carrying t.version(v) when the table reads versions ([TableOpts].Version). A codec or a
+// Version function that fails or panics is an error.
+func (t *Table[K, V]) valueRowOf(v V, idStr, token string, delta, px time.Duration) (string, error) {
+	payload, err := t.encode(v, idStr)
+	if err != nil {
+		return "", err
+	}
+	if t.version == nil {
+		return valueRow(token, delta, wallExpiry(px), payload), nil
+	}
+	vv, err := protect("Version of table "+t.spec.Name, func() (uint64, error) { return t.version(v), nil })
+	if err != nil {
+		return "", fmt.Errorf("cache: table %s: reading the version of %q: %w", t.spec.Name, idStr, err)
+	}
+	return versionedRow(token, vv, delta, wallExpiry(px), payload), nil
+}
+
 func (t *Table[K, V]) encode(v V, idStr string) ([]byte, error) {
 	payload, err := protect("codec of table "+t.spec.Name, func() ([]byte, error) { return t.codec.Marshal(v) })
 	if err != nil {

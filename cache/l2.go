@@ -336,10 +336,19 @@ func writeReply(op, key string, r valkey.ValkeyResult) error {
 	return nil
 }
 
-// setRow runs cache_set: write the row of id, bump the record, publish.
-func (c *Cache) setRow(ctx context.Context, tk tableKeys, id, row string, px time.Duration) error {
-	return writeReply("cache_set", tk.recordKey, scriptSet.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
-		[]string{newToken(), strconv.FormatInt(pxMillis(px), 10), id, row}))
+// setRow runs cache_set: write the row of id, bump the record, publish. written is false
+// when a versioned row was refused because L2 holds a higher version (the reply 0): nothing
+// was written or published.
+func (c *Cache) setRow(ctx context.Context, tk tableKeys, id, row string, px time.Duration) (written bool, err error) {
+	r := scriptSet.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
+		[]string{newToken(), strconv.FormatInt(pxMillis(px), 10), id, row})
+	if err := writeReply("cache_set", tk.recordKey, r); err != nil {
+		return false, err
+	}
+	if n, err := r.AsInt64(); err == nil && n == 0 {
+		return false, nil
+	}
+	return true, nil
 }
 
 // invalidateRows runs cache_invalidate for ids (at most invalidateBatch of them).

@@ -173,14 +173,14 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		case res.err != nil:
 			errs = append(errs, res.err)
 		case res.found:
-			payload, err := t.encode(res.v, idStrs[i])
+			pxs[j] = t.jitter(t.spec.TTL)
+			vrow, err := t.valueRowOf(res.v, idStrs[i], token, res.delta, pxs[j])
 			if err != nil {
 				res.err = err // the empty row below releases the lease
 				errs = append(errs, res.err)
 				continue
 			}
-			pxs[j] = t.jitter(t.spec.TTL)
-			wrows[j] = valueRow(token, res.delta, wallExpiry(pxs[j]), payload)
+			wrows[j] = vrow
 		case t.spec.NegativeEnabled():
 			wrows[j], pxs[j] = notFoundRow(res.delta), t.jitter(t.spec.NegativeTTL)
 		}

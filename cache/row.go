@@ -11,9 +11,18 @@ import (
 //
 //	value      EC 01 'V' | version (16 bytes) | load time (uint32 BE, microseconds) |
 //	           expiry (uint64 BE, unix ms, the writer's clock) | payload
+//	versioned  EC 01 'W' | version (16 bytes) | value version (uint64 BE) | load time |
+//	           expiry | payload
 //	not found  EC 01 'N' | load time
 //	fill lease EC 01 'L' | token (16 bytes)
-//	refreshing EC 01 'R' | token (16 bytes) | version | load time | payload
+//	refreshing EC 01 'R' | token (16 bytes) | version | load time | expiry | payload
+//	           EC 01 'S' | token (16 bytes) | version | value version | load time | expiry | payload
+//
+// A versioned value row is written by a table with [TableOpts].Version: its value version is
+// what that function read from the value, and cache_set refuses a versioned write whose value
+// version is lower than the row's (see [Table.Set]); 'S' is its refresh claim. The kinds were
+// added without a new format version: a reader that predates them reads W and S rows as
+// unreadable, a miss.
 //
 // A fill lease is the placeholder a filler writes with SET NX PX before it calls the loader;
 // its token becomes the version of the value row the filler writes. "Refreshing" is a value
@@ -36,10 +45,14 @@ const (
 	deltaLen   = 4
 	expiryLen  = 8
 
-	kindValue    = 'V'
-	kindNotFound = 'N'
-	kindLease    = 'L'
-	kindRefresh  = 'R'
+	vversionLen = 8
+
+	kindValue     = 'V'
+	kindVersioned = 'W'
+	kindNotFound  = 'N'
+	kindLease     = 'L'
+	kindRefresh   = 'R'
+	kindVRefresh  = 'S'
 )
 
 // rowKind is what a read of the row found.
@@ -55,12 +68,14 @@ const (
 
 // row is a parsed L2 row. Its strings alias the bytes read.
 type row struct {
-	kind    rowKind
-	token   string        // lease rows, and value rows claimed for refresh: the claim
-	version string        // value rows: the token of the fill that wrote it
-	delta   time.Duration // value and not-found rows: how long the load took
-	expires int64         // value rows: unix ms, by the writer's clock
-	payload string        // value rows
+	kind      rowKind
+	token     string        // lease rows, and value rows claimed for refresh: the claim
+	version   string        // value rows: the token of the fill that wrote it
+	vversion  uint64        // versioned value rows (W, S): the value's version
+	versioned bool          // the row is a versioned value row
+	delta     time.Duration // value and not-found rows: how long the load took
+	expires   int64         // value rows: unix ms, by the writer's clock
+	payload   string        // value rows
 }
 
 // parseRow reads a row. It never panics: anything it cannot read is rowCorrupt.
@@ -75,9 +90,9 @@ func parseRow(s string) row {
 			return row{kind: rowCorrupt}
 		}
 		return row{kind: rowLease, token: body}
-	case kindValue, kindNotFound, kindRefresh:
+	case kindValue, kindVersioned, kindNotFound, kindRefresh, kindVRefresh:
 		var token, version string
-		if s[2] == kindRefresh {
+		if s[2] == kindRefresh || s[2] == kindVRefresh {
 			if len(body) < tokenLen {
 				return row{kind: rowCorrupt}
 			}
@@ -88,6 +103,17 @@ func parseRow(s string) row {
 				return row{kind: rowCorrupt}
 			}
 			version, body = body[:tokenLen], body[tokenLen:]
+		}
+		versioned := s[2] == kindVersioned || s[2] == kindVRefresh
+		var vv uint64
+		if versioned {
+			if len(body) < vversionLen {
+				return row{kind: rowCorrupt}
+			}
+			for i := range vversionLen {
+				vv = vv<<8 | uint64(body[i])
+			}
+			body = body[vversionLen:]
 		}
 		if len(body) < deltaLen {
 			return row{kind: rowCorrupt}
@@ -108,7 +134,8 @@ func parseRow(s string) row {
 		for i := range expiryLen {
 			exp = exp<<8 | uint64(body[i])
 		}
-		return row{kind: rowValue, token: token, version: version, delta: delta, expires: int64(exp), payload: body[expiryLen:]}
+		return row{kind: rowValue, token: token, version: version, vversion: vv, versioned: versioned,
+			delta: delta, expires: int64(exp), payload: body[expiryLen:]}
 	}
 	return row{kind: rowCorrupt}
 }
@@ -131,6 +158,18 @@ func valueRow(version string, delta time.Duration, expires int64, payload []byte
 	b := make([]byte, 0, headerLen+tokenLen+deltaLen+expiryLen+len(payload))
 	b = append(b, rowMagic, rowVersion, kindValue)
 	b = append(b, version...)
+	b = binary.BigEndian.AppendUint32(b, micros(delta))
+	b = binary.BigEndian.AppendUint64(b, uint64(max(expires, 0)))
+	return string(append(b, payload...))
+}
+
+// versionedRow builds a versioned value row: valueRow's fields and the value's version vv,
+// which cache_set compares.
+func versionedRow(version string, vv uint64, delta time.Duration, expires int64, payload []byte) string {
+	b := make([]byte, 0, headerLen+tokenLen+vversionLen+deltaLen+expiryLen+len(payload))
+	b = append(b, rowMagic, rowVersion, kindVersioned)
+	b = append(b, version...)
+	b = binary.BigEndian.AppendUint64(b, vv)
 	b = binary.BigEndian.AppendUint32(b, micros(delta))
 	b = binary.BigEndian.AppendUint64(b, uint64(max(expires, 0)))
 	return string(append(b, payload...))

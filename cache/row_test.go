@@ -26,6 +26,10 @@ func TestRowRoundTrip(t *testing.T) {
 		{"lease", leaseRow("0123456789abcdef"), row{kind: rowLease, token: "0123456789abcdef"}},
 		{"refresh claim", "\xec\x01R0123456789abcdef" + valueRow(ver, time.Millisecond, exp, []byte("x"))[3:],
 			row{kind: rowValue, token: "0123456789abcdef", version: ver, delta: time.Millisecond, expires: exp, payload: "x"}},
+		{"versioned", versionedRow(ver, 1<<40|7, 1500*time.Microsecond, exp, []byte(`{"a":1}`)),
+			row{kind: rowValue, version: ver, vversion: 1<<40 | 7, versioned: true, delta: 1500 * time.Microsecond, expires: exp, payload: `{"a":1}`}},
+		{"versioned refresh claim", "\xec\x01S0123456789abcdef" + versionedRow(ver, 3, time.Millisecond, exp, []byte("x"))[3:],
+			row{kind: rowValue, token: "0123456789abcdef", version: ver, vversion: 3, versioned: true, delta: time.Millisecond, expires: exp, payload: "x"}},
 		{"saturated delta", valueRow(ver, 100*time.Hour, exp, nil), row{kind: rowValue, version: ver, delta: time.Duration(1<<32-1) * time.Microsecond, expires: exp}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,6 +49,8 @@ func TestRowCorrupt(t *testing.T) {
 		"\xec\x01L", "\xec\x01L0123456789abcde", "\xec\x01L0123456789abcdef0",
 		"\xec\x01N", "\xec\x01N\x00\x00\x00\x00x",
 		"\xec\x01R0123456789abcdef", "\xec\x01R0123456789abcdef" + ver, "\xec\x01Rshort",
+		"\xec\x01W" + ver + "\x00\x00\x00\x00\x00\x00\x00", "\xec\x01W" + good[3:], // a short value version, then a short expiry
+		"\xec\x01S0123456789abcdef" + ver + "\x00\x00\x00",
 		strings.Repeat("\xff", 100),
 	} {
 		require.Equal(t, rowCorrupt, parseRow(s).kind, "%q", s)
@@ -58,17 +64,22 @@ func FuzzParseRow(f *testing.F) {
 	f.Add(notFoundRow(0))
 	f.Add(leaseRow("0123456789abcdef"))
 	f.Add("\xec\x01R0123456789abcdef" + ver + "\x00\x00\x00\x01\x00\x00\x01\xa3\x00\x00\x00\x00{}")
+	f.Add(versionedRow(ver, 42, time.Millisecond, exp, []byte(`{"id":1}`)))
 	f.Add("garbage")
 	f.Fuzz(func(t *testing.T, s string) {
 		r := parseRow(s)
 		switch r.kind {
 		case rowValue:
 			require.Len(t, r.version, tokenLen)
+			built, claim := valueRow(r.version, r.delta, r.expires, []byte(r.payload)), "\xec\x01R"
+			if r.versioned {
+				built, claim = versionedRow(r.version, r.vversion, r.delta, r.expires, []byte(r.payload)), "\xec\x01S"
+			}
 			if r.token == "" {
-				require.Equal(t, s, valueRow(r.version, r.delta, r.expires, []byte(r.payload)))
+				require.Equal(t, s, built)
 			} else {
 				require.Len(t, r.token, tokenLen)
-				require.Equal(t, s, "\xec\x01R"+r.token+valueRow(r.version, r.delta, r.expires, []byte(r.payload))[3:])
+				require.Equal(t, s, claim+r.token+built[3:])
 			}
 		case rowNotFound:
 			require.Equal(t, s, notFoundRow(r.delta))

@@ -10,7 +10,7 @@ type tableStats struct {
 	l2Hits, misses, loads, loadErrors, loadNanos atomic.Int64
 	fillsRefused, installsRefused, corrupt       atomic.Int64
 	earlyRefreshes, leaseWaits, leaseTakeovers   atomic.Int64
-	staleServed, degradedLoads                   atomic.Int64
+	staleServed, degradedLoads, setsRefused      atomic.Int64
 }
 
 // Stats are a table's counters since it was made.
@@ -27,6 +27,9 @@ type Stats struct {
 	// FillsRefused counts L2 writes that cache_fill refused: the row no longer held this
 	// filler's lease (it expired and was taken over, or it was deleted).
 	FillsRefused int64
+	// SetsRefused counts Sets of a versioned table (see [TableOpts].Version) that cache_set
+	// refused because L2 held a higher version: nothing was written or published.
+	SetsRefused int64
 	// InstallsRefused counts L1 installs refused because the id was forgotten (dropped or
 	// invalidated) or the table flushed after the read that produced the value began.
 	InstallsRefused int64
@@ -98,6 +101,7 @@ func (t *Table[K, V]) stats() Stats {
 		LoadErrors:      t.st.loadErrors.Load(),
 		LoadTime:        time.Duration(t.st.loadNanos.Load()),
 		FillsRefused:    t.st.fillsRefused.Load(),
+		SetsRefused:     t.st.setsRefused.Load(),
 		InstallsRefused: t.st.installsRefused.Load(),
 		CorruptRows:     t.st.corrupt.Load(),
 		EarlyRefreshes:  t.st.earlyRefreshes.Load(),

@@ -29,6 +29,14 @@ type TableOpts[K ID, V any] struct {
 	BatchLoad BatchLoader[K, V]
 	// Codec encodes values for L2. Default: JSON[V].
 	Codec Codec[V]
+	// Version makes the table's writes versioned: it reads a value's version, a number that
+	// grows with every change of the value in the source of truth (a revision, an updated_at
+	// in ms or µs). Set and fills then write versioned rows, and a Set whose value is older
+	// than the row in L2 is refused in the script that would write it (see [Table.Set]), so
+	// writers that commit A then B but reach Set in the order B, A leave B. It must be
+	// cheap, and pure: called on every write and every fill. Default: nil, unversioned (the
+	// last Set wins).
+	Version func(V) uint64
 }
 
 // DefaultLoadConcurrency is how many loader calls GetMany runs at once for a table without
@@ -53,6 +61,8 @@ type Table[K ID, V any] struct {
 	load  Loader[K, V]
 	batch BatchLoader[K, V]
 	codec Codec[V]
+	// version reads a value's version (TableOpts.Version); nil for an unversioned table.
+	version func(V) uint64
 
 	sf  singleflight.Group // fills, keyed by id
 	dsf singleflight.Group // degraded loads, keyed by id
@@ -125,6 +135,7 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 		if opts.Codec != nil {
 			t.codec = opts.Codec
 		}
+		t.version = opts.Version
 	}
 	_, err := c.register(spec, func(decl tables.Table) (tableCore, error) {
 		t.decl, t.spec = decl, decl.Spec

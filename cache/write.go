@@ -15,6 +15,16 @@ import (
 // could not be reached (or the cache's breaker is open, then Set fails at once with
 // ErrL2Unavailable), the table also remembers id and invalidates it everywhere once Valkey
 // answers again (see tables.Spec.MaxPendingInvalidations).
+//
+// On a versioned table ([TableOpts].Version) the script compares v's version with the
+// version of the row it would replace and refuses v when the row's is higher: two writers
+// that commit A then B to the database but reach Set in the order B, A leave B in L2. A
+// refused Set writes, bumps and publishes nothing, and returns nil, counted in
+// [Stats].SetsRefused: the newer row is in L2 already, its own Set published its
+// invalidation, so no process is left with an older copy; this process drops its entry as
+// after any Set and reads the newer row next. An equal version is written (a retry is
+// idempotent). Against a row without a version (written before the table was versioned, or
+// by an unversioned writer) v is written as on an unversioned table.
 func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 	t.writeMu.RLock()
 	defer t.writeMu.RUnlock()
@@ -25,20 +35,27 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 	if _, err := t.decl.Keys.Row(idStr); err != nil {
 		return fmt.Errorf("cache: table %s: Set: %w", t.spec.Name, err)
 	}
-	payload, err := t.codec.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("cache: table %s: Set: encoding %q: %w", t.spec.Name, idStr, err)
-	}
 	px := t.jitter(t.spec.TTL)
+	vrow, err := t.valueRowOf(v, idStr, newToken(), 0, px)
+	if err != nil {
+		return fmt.Errorf("cache: Set: %w", err)
+	}
+	written := false
 	if !t.c.brk.allow() {
 		err = t.unavailable(idStr)
 	} else {
-		err = t.c.setRow(ctx, t.coherenceKeys(), idStr, valueRow(newToken(), 0, wallExpiry(px), payload), px)
+		written, err = t.c.setRow(ctx, t.coherenceKeys(), idStr, vrow, px)
 	}
 	t.Forget(id)
 	if err != nil {
 		t.remember(err, idStr)
 		return fmt.Errorf("cache: table %s: Set %q: %w", t.spec.Name, idStr, err)
+	}
+	if !written {
+		// Refused: a newer version is in L2. Nothing was published, so an invalidation this
+		// table owes for id (pending) is still owed.
+		t.st.setsRefused.Add(1)
+		return nil
 	}
 	t.pending.done(idStr)
 	t.cs.sent.Add(1)

@@ -49,7 +49,9 @@ func badValues(rule string) []string {
 		return []string{"", "-1", "1e3", " 0", "0x10", "18446744073709551616", strings.Repeat("9", 21)}
 	case "row", "valuerow":
 		out := append(empty, "x", "\xEC\x01L"+strings.Repeat("A", 16), value[:30], "\xEC\x02V"+value[3:],
-			"\xEC\x01V"+strings.Repeat("A", 15)+"\n"+value[19:], "\xEC\x01N\x00\x00\x00\x00\x00")
+			"\xEC\x01V"+strings.Repeat("A", 15)+"\n"+value[19:], "\xEC\x01N\x00\x00\x00\x00\x00",
+			"\xEC\x01W"+value[3:]+strings.Repeat("\x00", 7), "\xEC\x01W"+strings.Repeat("A", 15)+"\n"+value[19:]+strings.Repeat("\x00", 8),
+			"\xEC\x01S"+value[3:]+strings.Repeat("\x00", 8))
 		if rule == "valuerow" {
 			out = append(out, "\xEC\x01N\x00\x00\x00\x00")
 		}

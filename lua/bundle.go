@@ -257,8 +257,8 @@ var rules = []Param{
 	{Name: "id", Doc: "an id: " + keys.IDRule},
 	{Name: "sha1", Doc: "a SHA1 in hex: exactly 40 bytes of [0-9a-f]"},
 	{Name: "cursor", Doc: "a SCAN cursor: ^[0-9]+$, at most 18446744073709551615"},
-	{Name: "row", Doc: "a cache row of kind value or not found (FORMAT row): a value row is \\xEC\\x01V, a version of 16 bytes of [0-9A-Za-z] and 12 bytes or more (31 bytes at least); a not-found row is \\xEC\\x01N and 4 bytes (7 bytes exactly)"},
-	{Name: "valuerow", Doc: "a cache row of kind value (FORMAT row): \\xEC\\x01V, a version of 16 bytes of [0-9A-Za-z] and 12 bytes or more (31 bytes at least)"},
+	{Name: "row", Doc: "a cache row of kind value or not found (FORMAT row): a value row is \\xEC\\x01V, a version of 16 bytes of [0-9A-Za-z] and 12 bytes or more (31 bytes at least), or \\xEC\\x01W, a version of 16 bytes of [0-9A-Za-z] and 20 bytes or more (39 bytes at least); a not-found row is \\xEC\\x01N and 4 bytes (7 bytes exactly)"},
+	{Name: "valuerow", Doc: "a cache row of kind value (FORMAT row): \\xEC\\x01V, a version of 16 bytes of [0-9A-Za-z] and 12 bytes or more (31 bytes at least), or \\xEC\\x01W, a version of 16 bytes of [0-9A-Za-z] and 20 bytes or more (39 bytes at least)"},
 	{Name: "bytes", Doc: "any bytes"},
 }
 

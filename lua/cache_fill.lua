@@ -8,10 +8,17 @@
 -- empty new row releases instead: a lease row is deleted, a refresh claim is undone (the
 -- value stays, with its TTL).
 --
+-- A fill of a versioned table writes a versioned row (W) carrying the loaded value's version.
+-- No version is compared here: a fill writes only over its own lease or claim, and any
+-- cache_set or invalidation of the row replaces or deletes it first, so a fill never replaces
+-- a row that a write made after the fill began (the loaded value, read before that write, is
+-- refused whatever its version). The version travels so that a later cache_set of an older
+-- value is refused over the filled row.
+--
 -- KEYS[1]  ecc:{<table>}:<id>      the L2 row (FORMAT row)
 -- ARGV[1]  token  token  the caller's token: its fill lease's or its refresh claim's
--- ARGV[2]  row    row?   the new row: a value row whose version is the token, or a not-found
---          row; "" releases the caller's lease or refresh claim
+-- ARGV[2]  row    row?   the new row: a value row (V or W) whose version is the token, or a
+--          not-found row; "" releases the caller's lease or refresh claim
 -- ARGV[3]  px     uint[1,999999999999999]  the new row's TTL in ms; checked but unused on a
 --          release. The Go cache passes the table's TTL (NegativeTTL for a not-found row)
 --          minus its jitter, and 1 on a release
@@ -20,11 +27,16 @@
 --          or the write that made it), load time (4 bytes, big-endian: the microseconds the
 --          loader took), expiry hint (8 bytes, big-endian: unix ms by the writer's clock, a
 --          hint that is never used as a deadline), payload (the table's codec; may be empty).
---          Not found: "\xEC\x01N" and the load time, 7 bytes in all. Fill lease: "\xEC\x01L"
---          and the filler's token, 19 bytes in all, written with SET NX PX before the loader
---          runs. Refreshing: "\xEC\x01R", the claimant's token, then the value row without its
---          first 3 bytes. Anything else is unreadable: readers treat it as a miss and replace
---          it through cache_reclaim. The Go cache makes tokens of 16 random [0-9A-Za-z].
+--          Versioned value: "\xEC\x01W", the same 16-byte version (the writer's token), the
+--          value's version (8 bytes, big-endian: an unsigned 64-bit number the table reads
+--          from the value, which cache_set compares), then load time, expiry hint and payload
+--          as in a value row; 39 bytes at least. Not found: "\xEC\x01N" and the load time, 7
+--          bytes in all. Fill lease: "\xEC\x01L" and the filler's token, 19 bytes in all,
+--          written with SET NX PX before the loader runs. Refreshing: "\xEC\x01R" (of a value
+--          row) or "\xEC\x01S" (of a versioned value row), the claimant's token, then the row
+--          without its first 3 bytes. Anything else is unreadable: readers treat it as a miss
+--          and replace it through cache_reclaim (a reader that predates the versioned kinds
+--          reads W and S rows so). The Go cache makes tokens of 16 random [0-9A-Za-z].
 -- REPLY    1 when the row was written or the lease released; 0 when the row no longer holds
 --          the caller's token (nothing is changed)
 -- ERROR    ECCKEYS    KEYS[1] is not a row key of the grammar
@@ -42,7 +54,7 @@ if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then
 end
 if new ~= '' then
   local head = string.sub(new, 1, 3)
-  if not (head == '\236\1V' and #new >= 31 and string.sub(new, 4, 19) == token or head == '\236\1N' and #new == 7) then
+  if not ((head == '\236\1V' and #new >= 31 or head == '\236\1W' and #new >= 39) and string.sub(new, 4, 19) == token or head == '\236\1N' and #new == 7) then
     return redis.error_reply('ECCARG row must be a value row whose version is the token, or a not-found row')
   end
 end
@@ -56,14 +68,16 @@ end
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
 local head = string.sub(cur, 1, 3)
-if (head ~= '\236\1L' and head ~= '\236\1R') or string.sub(cur, 4, 19) ~= token then
+if (head ~= '\236\1L' and head ~= '\236\1R' and head ~= '\236\1S') or string.sub(cur, 4, 19) ~= token then
   return 0
 end
 if new ~= '' then
   redis.call('SET', KEYS[1], new, 'PX', px)
 elseif head == '\236\1L' then
   redis.call('DEL', KEYS[1])
-else
+elseif head == '\236\1R' then
   redis.call('SET', KEYS[1], '\236\1V' .. string.sub(cur, 20), 'KEEPTTL')
+else
+  redis.call('SET', KEYS[1], '\236\1W' .. string.sub(cur, 20), 'KEEPTTL')
 end
 return 1

@@ -1,7 +1,8 @@
 -- cache_refresh: claim a value row for an early refresh (XFetch) without hiding its value.
 --
 -- Turns the value row "\xEC\x01V" .. version .. rest into "\xEC\x01R" .. token .. version ..
--- rest and keeps the row's TTL: readers still read the value, other processes see that a
+-- rest (a versioned value row "\xEC\x01W" .. into "\xEC\x01S" .., its value's version kept
+-- where cache_set reads it) and keeps the row's TTL: readers still read the value, other processes see that a
 -- refresh is under way and do not start their own, and the claimant finishes with
 -- cache_fill (write the new row, or release the claim). The claim names the version it
 -- refreshes: a row refreshed meanwhile is a new version and is not claimed again by a reader
@@ -33,7 +34,11 @@ if kind ~= 'none' and kind ~= 'string' then
   return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a string')
 end
 local cur = redis.call('GET', KEYS[1])
-if not cur or #cur < 31 or string.sub(cur, 1, 3) ~= '\236\1V' then return 0 end
+if not cur then return 0 end
+local head = string.sub(cur, 1, 3)
+if not (head == '\236\1V' and #cur >= 31 or head == '\236\1W' and #cur >= 39) then return 0 end
 if string.sub(cur, 4, 19) ~= version then return 0 end
-redis.call('SET', KEYS[1], '\236\1R' .. token .. string.sub(cur, 4), 'KEEPTTL')
+local claim = '\236\1R'
+if head == '\236\1W' then claim = '\236\1S' end
+redis.call('SET', KEYS[1], claim .. token .. string.sub(cur, 4), 'KEEPTTL')
 return 1

@@ -6,6 +6,17 @@
 -- subscriber sees the sequence in order. The row key is derived from KEYS[1]: the record's
 -- key, ":", the id.
 --
+-- Versioned writes: a versioned value row (kind W, FORMAT row) carries the value's version, a
+-- number the table reads from the value (a revision, an updated_at). When the new row is
+-- versioned and the row it would replace is a versioned value (W, or S: claimed for a
+-- refresh) of a higher version, the write is refused: nothing is written, bumped or
+-- published. The newer value is already in L2, and the call that wrote it bumped the record
+-- and published its invalidation, so no process is left holding what the refused write would
+-- have replaced; the caller drops its own copy. An equal version is written (an idempotent
+-- retry, or a fill and a write of the same revision): it bumps and publishes as usual. An
+-- unversioned new row (kind V), or a versioned one over a row without a version (V, R, a fill
+-- lease, a not-found row, anything else), is written over whatever is there, as before.
+--
 -- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval)
 -- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval)
 -- ARGV[1]  token  token     unique per call: names a new epoch if the record is missing, and
@@ -13,7 +24,7 @@
 -- ARGV[2]  px     uint[1,999999999999999]  the row's TTL in ms. The Go cache passes the
 --          table's TTL minus its jitter
 -- ARGV[3]  id     id        the row id
--- ARGV[4]  row    valuerow  the new row (FORMAT row)
+-- ARGV[4]  row    valuerow  the new row: a value row, versioned (W) or not (V) (FORMAT row)
 -- DERIVES  ecc:{<table>}:<id>      the row: KEYS[1] .. ":" .. id
 -- FORMAT   row      see cache_fill.lua
 -- FORMAT   inval    a table's coherence record ecc:{<table>} is a hash of epoch, seq and last.
@@ -33,7 +44,8 @@
 --          message), or when prev is not the token of the last message it applied: the record
 --          went back in time (a restore from a snapshot, a lagging replica promoted), even if
 --          new writes pushed seq past where it was.
--- REPLY    {epoch, seq}: the record after the bump (a string and an integer)
+-- REPLY    {epoch, seq}: the record after the bump (a string and an integer); or 0 when a
+--          versioned row was refused because the row holds a higher version (nothing changed)
 -- ERROR    ECCKEYS    the KEYS are not one table's record and channel
 -- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 4
 -- ERROR    ECCTYPE    the record holds another type than hash
@@ -52,12 +64,31 @@ end
 if id == '' or #id > 512 or string.find(id, '[%z\1-\31\127]') then
   return redis.error_reply('ECCARG id must be 1 to 512 bytes without control bytes')
 end
-if #new < 31 or string.sub(new, 1, 3) ~= '\236\1V' or string.find(string.sub(new, 4, 19), '[^0-9A-Za-z]') then
+local head = string.sub(new, 1, 3)
+if not (head == '\236\1V' and #new >= 31 or head == '\236\1W' and #new >= 39) or string.find(string.sub(new, 4, 19), '[^0-9A-Za-z]') then
   return redis.error_reply('ECCARG row must be a value row')
 end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash')
+end
+if head == '\236\1W' and redis.call('TYPE', KEYS[1] .. ':' .. id)['ok'] == 'string' then
+  local cur = redis.call('GET', KEYS[1] .. ':' .. id)
+  local ch, have = string.sub(cur, 1, 3), nil
+  if ch == '\236\1W' and #cur >= 39 then
+    have = string.sub(cur, 20, 27)
+  elseif ch == '\236\1S' and #cur >= 55 then
+    have = string.sub(cur, 36, 43)
+  end
+  if have then
+    -- the versions are 8 bytes big-endian: compared byte by byte, exact over the whole uint64
+    local want = string.sub(new, 20, 27)
+    for i = 1, 8 do
+      local a, b = string.byte(want, i), string.byte(have, i)
+      if a < b then return 0 end
+      if a > b then break end
+    end
+  end
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
