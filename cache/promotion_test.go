@@ -10,7 +10,6 @@ import (
 	"github.com/echocache/echocache/cache"
 	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
-	"github.com/echocache/echocache/tables"
 )
 
 // TestLaggingReplicaPromoted: the replica of the table's primary is paused and cut off (so
@@ -38,25 +37,9 @@ func TestLaggingReplicaPromoted(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(cb.Close)
 	lossy, whole := tableName(t), tableName(t)
-	load := func(context.Context, string) (int, error) { return 0, nil }
-	mk := func(c *cache.Cache, name string) *cache.Table[string, int] {
-		// Set is the truth here, not the loader: degraded mode is off.
-		tbl, err := cache.NewTable(c, tables.Spec{Name: name, DegradedLoads: tables.Off}, load, nil)
-		require.NoError(t, err)
-		return tbl
-	}
-	a1, b1, a2, b2 := mk(ca, lossy), mk(cb, lossy), mk(ca, whole), mk(cb, whole)
-	inL1 := func(tbl *cache.Table[string, int], id string, want int) func() bool {
-		return func() bool {
-			v, err := tbl.Get(ctx, id)
-			got, ok := cache.PeekL1(tbl, id)
-			return err == nil && v == want && ok && got == want
-		}
-	}
-	require.NoError(t, a1.Set(ctx, "k", 1))
-	require.NoError(t, a2.Set(ctx, "j", 1))
-	valkeytest.Eventually(t, 10*time.Second, "b2 to receive j", func() bool { return b2.Stats().InvalidationsReceived == 1 })
-	valkeytest.Eventually(t, 10*time.Second, "b2 to hold j", inL1(b2, "j", 1))
+	f := newRegressionFixture(t, ca, cb, lossy, whole)
+	a1, b1, b2 := f.a1, f.b1, f.b2
+	f.seed(t)
 
 	slot := keys.Slot(keys.MustTable(lossy).Record())
 	primary := cl.PrimaryForSlot(slot)
@@ -91,26 +74,6 @@ func TestLaggingReplicaPromoted(t *testing.T) {
 		done = time.Now()
 		return err == nil
 	})
-	for {
-		start := time.Now()
-		v, err := b1.Get(ctx, "k")
-		if err == nil && v != 51 {
-			t.Logf("b1 stopped serving the pre-failover value %v after the write (bound %v): regressions %d, gaps %d, flushes %d",
-				start.Sub(done), interval, b1.Stats().Regressions, b1.Stats().Gaps, b1.Stats().Flushes)
-			// The row as the replica had it, or the loader's once the table's rows were
-			// invalidated after the regression.
-			require.Contains(t, []int{0, 1}, v)
-			break
-		}
-		require.False(t, start.After(done.Add(interval+failoverSlack)), "b1 still serves %d (%v) %v after the write", v, err, start.Sub(done))
-		time.Sleep(5 * time.Millisecond)
-	}
-	valkeytest.Eventually(t, 10*time.Second, "the rolled-back row invalidated", func() bool {
-		v, err := b1.Get(ctx, "k")
-		return err == nil && v == 0
-	})
-	r2 := b2.Stats().Reconciles
-	valkeytest.Eventually(t, 10*time.Second, "two reconciles of the whole table", func() bool { return b2.Stats().Reconciles >= r2+2 })
-	require.Equal(t, flushes2, b2.Stats().Flushes, "no flush where nothing was lost")
-	require.Zero(t, b2.Stats().Regressions)
+	f.awaitForgotten(t, 51, done, interval, interval+failoverSlack)
+	f.wholeKept(t, flushes2)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/echocache/echocache/cache"
 	"github.com/echocache/echocache/internal/valkeytest"
-	"github.com/echocache/echocache/tables"
 )
 
 // TestSequenceRegression: Valkey comes back from a snapshot older than the writes a reader
@@ -48,27 +47,9 @@ func TestSequenceRegression(t *testing.T) {
 			lossy, whole := tableName(t), tableName(t)
 			var dropping atomic.Bool
 			cb.SetHookMessage(func(table string, _ []byte) bool { return table != lossy || !dropping.Load() })
-			// Set is the truth here, not the loader (which answers 0): degraded mode is off.
-			load := func(context.Context, string) (int, error) { return 0, nil }
-			mk := func(c *cache.Cache, name string) *cache.Table[string, int] {
-				tbl, err := cache.NewTable(c, tables.Spec{Name: name, DegradedLoads: tables.Off}, load, nil)
-				require.NoError(t, err)
-				return tbl
-			}
-			a1, b1, a2, b2 := mk(ca, lossy), mk(cb, lossy), mk(ca, whole), mk(cb, whole)
-			inL1 := func(tbl *cache.Table[string, int], id string, want int) func() bool {
-				return func() bool {
-					v, err := tbl.Get(ctx, id)
-					got, ok := cache.PeekL1(tbl, id)
-					return err == nil && v == want && ok && got == want
-				}
-			}
-
-			require.NoError(t, a1.Set(ctx, "k", 1))
-			require.NoError(t, a2.Set(ctx, "j", 1))
-			// Every message first: one arriving after the read would drop what it installed.
-			valkeytest.Eventually(t, 10*time.Second, "b2 to receive j", func() bool { return b2.Stats().InvalidationsReceived == 1 })
-			valkeytest.Eventually(t, 10*time.Second, "b2 to hold j", inL1(b2, "j", 1))
+			f := newRegressionFixture(t, ca, cb, lossy, whole)
+			a1, b1, b2 := f.a1, f.b1, f.b2
+			f.seed(t)
 			require.NoError(t, srv.Client(t).Do(ctx, srv.Client(t).B().Save().Build()).Error())
 			for v := 2; v <= 51; v++ {
 				require.NoError(t, a1.Set(ctx, "k", v))
@@ -90,31 +71,11 @@ func TestSequenceRegression(t *testing.T) {
 				done = time.Now()
 				return err == nil
 			})
-			for {
-				start := time.Now()
-				v, err := b1.Get(ctx, "k")
-				if err == nil && v != 51 {
-					t.Logf("b1 stopped serving the pre-restart value %v after the write (bound %v): regressions %d, gaps %d, flushes %d",
-						start.Sub(done), interval, b1.Stats().Regressions, b1.Stats().Gaps, b1.Stats().Flushes)
-					// The row as the snapshot had it, or the loader's once the table's rows
-					// were invalidated after the regression.
-					require.Contains(t, []int{0, 1}, v)
-					break
-				}
-				require.False(t, start.After(done.Add(interval+slack)), "b1 still serves %d (%v) %v after the write", v, err, start.Sub(done))
-				time.Sleep(5 * time.Millisecond)
-			}
+			f.awaitForgotten(t, 51, done, interval, interval+slack)
 			require.Positive(t, b1.Stats().Flushes)
-			valkeytest.Eventually(t, 10*time.Second, "the rolled-back row invalidated", func() bool {
-				v, err := b1.Get(ctx, "k")
-				return err == nil && v == 0
-			})
 
 			// The table that lost nothing keeps its L1 through reconciles after the restart.
-			r2 := b2.Stats().Reconciles
-			valkeytest.Eventually(t, 10*time.Second, "two reconciles of the whole table", func() bool { return b2.Stats().Reconciles >= r2+2 })
-			require.Equal(t, flushes2, b2.Stats().Flushes, "no flush where nothing was lost")
-			require.Zero(t, b2.Stats().Regressions)
+			f.wholeKept(t, flushes2)
 			got, ok := cache.PeekL1(b2, "j")
 			require.True(t, ok)
 			require.Equal(t, 1, got)

@@ -1,0 +1,88 @@
+package cache_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/tables"
+)
+
+// regressionFixture is what the tests of a record that goes back in time share: two caches
+// (a writer's, a reader's), each with the table that will lose writes (lossy: a1, b1) and one
+// that will not (whole: a2, b2). Set is the truth here, not the loader (which answers 0), so
+// degraded mode is off.
+type regressionFixture struct {
+	a1, b1, a2, b2 *cache.Table[string, int]
+}
+
+func newRegressionFixture(t *testing.T, ca, cb *cache.Cache, lossy, whole string) *regressionFixture {
+	t.Helper()
+	load := func(context.Context, string) (int, error) { return 0, nil }
+	mk := func(c *cache.Cache, name string) *cache.Table[string, int] {
+		tbl, err := cache.NewTable(c, tables.Spec{Name: name, DegradedLoads: tables.Off}, load, nil)
+		require.NoError(t, err)
+		return tbl
+	}
+	return &regressionFixture{a1: mk(ca, lossy), b1: mk(cb, lossy), a2: mk(ca, whole), b2: mk(cb, whole)}
+}
+
+// inL1 holds when tbl answers want for id and holds it in L1.
+func inL1(tbl *cache.Table[string, int], id string, want int) func() bool {
+	return func() bool {
+		v, err := tbl.Get(context.Background(), id)
+		got, ok := cache.PeekL1(tbl, id)
+		return err == nil && v == want && ok && got == want
+	}
+}
+
+// seed writes k = 1 to the lossy table and j = 1 to the whole one, and waits until the reader
+// holds j: every message first, since one arriving after the read would drop what it installed.
+func (f *regressionFixture) seed(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, f.a1.Set(ctx, "k", 1))
+	require.NoError(t, f.a2.Set(ctx, "j", 1))
+	valkeytest.Eventually(t, 10*time.Second, "b2 to receive j", func() bool { return f.b2.Stats().InvalidationsReceived == 1 })
+	valkeytest.Eventually(t, 10*time.Second, "b2 to hold j", inL1(f.b2, "j", 1))
+}
+
+// awaitForgotten polls the reader's k until it no longer answers old, failing once bound has
+// passed since done (the write that reached the regressed record); what it answers then is
+// the row as the older record had it (1) or the loader's (0) once the table's rows were
+// invalidated after the regression, and it must settle on the loader's.
+func (f *regressionFixture) awaitForgotten(t *testing.T, old int, done time.Time, interval, bound time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		start := time.Now()
+		v, err := f.b1.Get(ctx, "k")
+		if err == nil && v != old {
+			st := f.b1.Stats()
+			t.Logf("b1 stopped serving the old value %v after the write (interval %v): regressions %d, gaps %d, flushes %d",
+				start.Sub(done), interval, st.Regressions, st.Gaps, st.Flushes)
+			require.Contains(t, []int{0, 1}, v)
+			break
+		}
+		require.False(t, start.After(done.Add(bound)), "b1 still serves %d (%v) %v after the write", v, err, start.Sub(done))
+		time.Sleep(5 * time.Millisecond)
+	}
+	valkeytest.Eventually(t, 10*time.Second, "the rolled-back row invalidated", func() bool {
+		v, err := f.b1.Get(ctx, "k")
+		return err == nil && v == 0
+	})
+}
+
+// wholeKept checks that the table that lost nothing keeps its L1 through two reconciles:
+// no flush beyond flushes (its count before the fault) and no regression.
+func (f *regressionFixture) wholeKept(t *testing.T, flushes int64) {
+	t.Helper()
+	r2 := f.b2.Stats().Reconciles
+	valkeytest.Eventually(t, 10*time.Second, "two reconciles of the whole table", func() bool { return f.b2.Stats().Reconciles >= r2+2 })
+	require.Equal(t, flushes, f.b2.Stats().Flushes, "no flush where nothing was lost")
+	require.Zero(t, f.b2.Stats().Regressions)
+}
