@@ -9,6 +9,10 @@
 #                         and more than the two runs' spreads added
 #   bench/run.sh quick    make bench-quick: 2 short rounds into a temp dir,
 #                         to see that everything runs; numbers not for use
+#   bench/run.sh profile  make bench-profile: where an EchoMQ worker's time
+#                         goes (bench/cmd/emqprofile): server µs per job by
+#                         script, server and client CPU per job, jobs per
+#                         claim, round trips in flight; prints a table
 #
 # One throwaway valkey-server (no persistence, loopback, a free port) serves
 # the whole run: both modules' benchmark binaries get it as VALKEY_ADDR.
@@ -39,8 +43,14 @@ quick)
 	btime=${BENCH_TIME:-100ms}
 	jobs=${BENCH_JOBS:-500x}
 	;;
+profile)
+	# Knobs: PROFILE_JOBS jobs per drain (default 20000), PROFILE_ROUNDS
+	# (default 3), PROFILE_C concurrencies (default 20,100), PROFILE_PREFETCH
+	# WorkerConfig.Prefetch values to compare (default: the worker's default).
+	count=5
+	;;
 *)
-	echo "usage: $0 report|check|quick" >&2
+	echo "usage: $0 report|check|quick|profile" >&2
 	exit 2
 	;;
 esac
@@ -76,14 +86,20 @@ errlog=$work/stderr.txt
 started=$(date +%s)
 load_start=$(cut -d' ' -f1 /proc/loadavg)
 
-log "building benchmark binaries and the report tool"
-go build -o "$work/benchreport" ./bench/cmd/benchreport
-go test -c -o "$work/core.test" ./bench
-peers=1
-if ! (cd bench/peers && go test -c -o "$work/peers.test" .) 2>"$work/peers-build.txt"; then
-	peers=0
-	log "the peers module (bench/peers) does not build; its rows will say not measured:"
-	cat "$work/peers-build.txt" >&2
+peers=0
+if [ "$mode" = profile ]; then
+	log "building the profile tool"
+	go build -o "$work/emqprofile" ./bench/cmd/emqprofile
+else
+	log "building benchmark binaries and the report tool"
+	go build -o "$work/benchreport" ./bench/cmd/benchreport
+	go test -c -o "$work/core.test" ./bench
+	peers=1
+	if ! (cd bench/peers && go test -c -o "$work/peers.test" .) 2>"$work/peers-build.txt"; then
+		peers=0
+		log "the peers module (bench/peers) does not build; its rows will say not measured:"
+		cat "$work/peers-build.txt" >&2
+	fi
 fi
 
 command -v valkey-server >/dev/null || bash .ci/install-valkey
@@ -127,6 +143,15 @@ done
 export VALKEY_ADDR=127.0.0.1:$port
 valkey_version=$(valkey-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')
 log "valkey-server $valkey_version on $VALKEY_ADDR (pid $server_pid)"
+
+if [ "$mode" = profile ]; then
+	pargs=(-jobs "${PROFILE_JOBS:-20000}" -rounds "${PROFILE_ROUNDS:-3}" -c "${PROFILE_C:-20,100}")
+	[ -n "${PROFILE_PREFETCH:-}" ] && pargs+=(-prefetch "$PROFILE_PREFETCH")
+	log "load average (1 min) at start: $(cut -d' ' -f1 /proc/loadavg) (above 2 on 2 cores: other work competes for the CPU)"
+	"$work/emqprofile" "${pargs[@]}"
+	log "valkey-server $valkey_version, $(go env GOVERSION), $(nproc) cores; load average (1 min) at end: $(cut -d' ' -f1 /proc/loadavg)"
+	exit 0
+fi
 
 # run BINARY DIR BENCHTIME ARGS...: one invocation, one round of the chosen
 # benchmarks. A failing benchmark prints --- FAIL in the output (the report
