@@ -6,11 +6,18 @@ import (
 	"github.com/echocache/echocache/bus"
 )
 
-// setPrefetch sets the worker's prefetch when p >= 0; this worker has no such knob yet.
-func setPrefetch(cfg *bus.WorkerConfig, p int) {}
+// setPrefetch sets the worker's prefetch when p >= 0 (-1: the worker's default).
+func setPrefetch(cfg *bus.WorkerConfig, p int) {
+	switch {
+	case p > 0:
+		cfg.Prefetch = p
+	case p == 0:
+		cfg.Prefetch = -1 // none, whatever the default
+	}
+}
 
-// roundTrips is the worker's round trips per job and mean round trips in flight; this worker
-// does not count them (its loop waits for each reply: one in flight while it waits).
+// roundTrips is the worker's round trips per job and the mean number of round trips in flight
+// over the drain (their time in flight, added up, over the drain's wall time).
 func roundTrips(s bus.WorkerStats, n int, elapsed time.Duration) (perJob, inFlight float64, ok bool) {
-	return 0, 0, false
+	return float64(s.RoundTrips) / float64(n), s.RoundTripTime.Seconds() / elapsed.Seconds(), true
 }
