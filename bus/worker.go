@@ -43,12 +43,13 @@ type WorkerConfig struct {
 	// leased, in a buffer, and a handler that returns starts the next one at once instead of
 	// waiting for a round trip. The cost: a buffered job is leased (and its attempts counted)
 	// while it waits, so another worker cannot take it, and heartbeats renew its lease like a
-	// running one's; a worker that crashes leaves its buffered jobs to their leases, which
-	// then run on another worker (none is lost, none runs twice in a row). Close runs the
-	// buffered jobs before it returns; past its deadline it hands those not started back to
-	// pending. At most [MaxPrefetch]; negative: none. Default 0 ([DefaultPrefetch]): no
-	// buffer; the worker still claims for the slots that free while earlier round trips are in
-	// flight.
+	// running one's; a worker that crashes leaves its buffered jobs to their leases: another
+	// worker runs them once a lease ran out and a reap put them back (none is lost; their
+	// handlers had not started, so none runs twice), a lease later than if they had waited in
+	// pending. Close runs the buffered jobs before it returns; past its deadline it hands
+	// those not started back to pending. At most [MaxPrefetch]; negative: none. Default 0
+	// ([DefaultPrefetch]): no buffer; the worker still claims for the slots that free while
+	// earlier round trips are in flight.
 	Prefetch int
 	// Lease is the lease of a claim and what heartbeats renew a job to (a kind may name its
 	// own, [HandlerOpts.Lease]). A crashed worker's jobs run again after it. Default the
