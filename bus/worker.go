@@ -49,7 +49,10 @@ type WorkerConfig struct {
 	// pending. Close runs the buffered jobs before it returns; past its deadline it hands
 	// those not started back to pending. At most [MaxPrefetch]; negative: none. Default 0
 	// ([DefaultPrefetch]): no buffer; the worker still claims for the slots that free while
-	// earlier round trips are in flight.
+	// earlier round trips are in flight. Measured (make bench-profile, no-op jobs): a buffer as
+	// large as Concurrency makes the claims about twice as large and cuts the CPU per job, on
+	// the server by about a quarter and in the worker by about a third at concurrency 20;
+	// the default stays 0 so that Close and a crash hold no job whose handler has not started.
 	Prefetch int
 	// Lease is the lease of a claim and what heartbeats renew a job to (a kind may name its
 	// own, [HandlerOpts.Lease]). A crashed worker's jobs run again after it. Default the
