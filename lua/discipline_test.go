@@ -42,17 +42,17 @@ func init() {
 }
 
 var (
-	callRe     = regexp.MustCompile(`redis\.p?call\(`)
-	keysRefRe  = regexp.MustCompile(`^KEYS\[(\d+)\]$`)
-	assignRe   = regexp.MustCompile(`^\s*(?:local\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.+)$`)
-	forInRe    = regexp.MustCompile(`^\s*for\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:,\s*([A-Za-z_][A-Za-z0-9_]*))?\s+in\s+`)
-	identRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	argvRefRe  = regexp.MustCompile(`ARGV\[(\d+)\]`)
-	strCallRe  = regexp.MustCompile(`^string\.[a-z]+\((.*)\)$`)
+	callRe    = regexp.MustCompile(`redis\.p?call\(`)
+	keysRefRe = regexp.MustCompile(`^KEYS\[(\d+)\]$`)
+	assignRe  = regexp.MustCompile(`^\s*(?:local\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.+)$`)
+	forInRe   = regexp.MustCompile(`^\s*for\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:,\s*([A-Za-z_][A-Za-z0-9_]*))?\s+in\s+`)
+	identRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	argvRefRe = regexp.MustCompile(`ARGV\[(\d+)\]`)
+	strCallRe = regexp.MustCompile(`^string\.[a-z]+\((.*)\)$`)
 	// tableSetRe is an assignment to one element of a table: rows[i] = base .. 'job:' .. id.
 	tableSetRe = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\[[^\]]*\]\s*=\s*(.+)$`)
 	// unpackRe is unpack(rows, ...) in a key position: every element of rows is a key.
-	unpackRe = regexp.MustCompile(`^unpack\(([A-Za-z_][A-Za-z0-9_]*)\s*(?:,.*)?\)$`)
+	unpackRe   = regexp.MustCompile(`^unpack\(([A-Za-z_][A-Za-z0-9_]*)\s*(?:,.*)?\)$`)
 	luaComment = regexp.MustCompile(`--.*$`)
 )
 
