@@ -33,7 +33,7 @@ protocol: ## Regenerate PROTOCOL.md from the grammar (keys/) and the script head
 fuzz: ## Fuzz keys/ (FuzzParse) for 60 s
 	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/
 
-.PHONY: bench bench-check bench-quick
+.PHONY: bench bench-check bench-quick bench-profile
 
 bench: setup ## Benchmarks: own valkey-server, core + peers, writes bench/REPORT.md (under 15 min)
 	bash bench/run.sh report
@@ -43,6 +43,9 @@ bench-check: setup ## Fresh run; fails if a ratio of ours is worse than in bench
 
 bench-quick: setup ## Two short benchmark rounds, report into a temp dir (smoke test, numbers not for use)
 	bash bench/run.sh quick
+
+bench-profile: setup ## Where an EchoMQ worker's time goes: server µs/job by script, server and client CPU/job, jobs per claim, round trips in flight (PROFILE_C=20,100 PROFILE_JOBS=20000 PROFILE_ROUNDS=3 PROFILE_PREFETCH=)
+	bash bench/run.sh profile
 
 soak: setup ## Crash and model soak: 100,000 jobs and 20 SIGKILLs, the zombie, the protocol model at 2,000 checks, the cluster soak at 3 x 20,000 jobs, delayed jobs picked up within 20 ms (p99)
 	EMQ_SOAK=1 go test -race -count=1 -timeout 60m -run '^(TestWorkerKill|TestWorkerZombie|TestProtocolModel|TestClusterSoak|TestWorkerPickupOnTime)$$' ./bus/ -rapid.checks=2000

@@ -157,9 +157,10 @@ type HandlerOpts struct {
 	// Lease is what the heartbeat renews this kind's jobs to; it must be longer than
 	// WorkerConfig.HeartbeatInterval when that is set. Default WorkerConfig.Lease.
 	Lease time.Duration
-	// Timeout caps a handler's total runtime, heartbeats or not: its context is cancelled
-	// (cause [ErrJobTimeout]) and its lease is no longer renewed. Default
-	// WorkerConfig.JobTimeout; negative: none.
+	// Timeout caps a handler's total runtime, heartbeats or not: its context reports the
+	// deadline (ctx.Deadline) and is cancelled when it passes (cause [ErrJobTimeout]; ctx.Err
+	// is context.Canceled), and its lease is no longer renewed. One timer of the worker serves
+	// every handler's timeout. Default WorkerConfig.JobTimeout; negative: none.
 	Timeout time.Duration
 	// Codec decodes the args. Default WorkerConfig.Codec, else [JSONCodec].
 	Codec Codec

@@ -171,7 +171,11 @@ func TestMutatedScriptsFail(t *testing.T) {
 		{"periodic_fire without its fence", "periodic_fire",
 			"if row[3] == '1' or tick <= last then return 0 end", "if row[3] == '1' then return 0 end"},
 		{"claim leasing from the caller's clock", "claim",
-			"redis.call('ZADD', KEYS[2], now + lease, id)", "redis.call('ZADD', KEYS[2], lease, id)"},
+			"local deadline = now + lease", "local deadline = lease"},
+		{"completeclaim without its token check", "completeclaim",
+			"    elseif row[2] ~= token then\n      reason = 'EMQSTALE token mismatch'\n", ""},
+		{"completeclaim claiming on a paused queue", "completeclaim",
+			"if paused then return {#ok, refused, 1, {}} end", ""},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()

@@ -43,6 +43,7 @@ var allowed = map[string][]string{
 	// The tools sit on top of the library (see toolRoots); nothing below imports them.
 	"bench":                 {},
 	"bench/cmd/benchreport": {"bench"},
+	"bench/cmd/emqprofile":  {"bus", "keys", "lua"},
 	"examples/jobs":         {"bus", "keys"},
 	"examples/periodic":     {"bus"},
 	"examples/quickstart":   {"cache", "tables"},
