@@ -170,6 +170,10 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"local marker = (woke and '1') or (scheduled and earlier and 's')", "local marker = woke and '1'"},
 		{"periodic_fire without its fence", "periodic_fire",
 			"if row[3] == '1' or tick <= last then return 0 end", "if row[3] == '1' then return 0 end"},
+		{"workers_read counting expired snapshots", "workers_read",
+			"if exp and exp >= now then", "if exp then"},
+		{"cache_stats_report pruning nothing", "cache_stats_report",
+			"if sample[i] ~= id and (not exp or exp < now) then", "if false then"},
 		{"claim leasing from the caller's clock", "claim",
 			"redis.call('ZADD', KEYS[2], now + lease, id)", "redis.call('ZADD', KEYS[2], lease, id)"},
 	} {
