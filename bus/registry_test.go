@@ -14,6 +14,16 @@ import (
 	"github.com/echocache/echocache/keys"
 )
 
+// fresh is a queue name no earlier run of the test used (the registry outlives a run, and
+// -count runs a test again in one process).
+func fresh(t *testing.T) string {
+	t.Helper()
+	id := keys.NewJobID().String()
+	suffix := "." + id[len(id)-8:]
+	base := valkeytest.TestName(t)
+	return base[:min(len(base), keys.MaxNameLen-len(suffix)-16)] + suffix // room for the test's own suffixes
+}
+
 // listed is the registry's entry for name, if any.
 func listed(t *testing.T, ctx context.Context, b *bus.Bus, name string) (bus.QueueInfo, bool) {
 	t.Helper()
@@ -49,7 +59,8 @@ func emptied(t *testing.T, ctx context.Context, c valkey.Client, b *bus.Bus, nam
 func TestQueueRegistry(t *testing.T) {
 	t.Parallel()
 	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
-		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
+		ctx, c, b, _, _ := setup(t, tg, bus.Config{})
+		name := fresh(t)
 		before := time.Now().Add(-time.Millisecond)
 		emptied(t, ctx, c, b, name)
 		info, ok := listed(t, ctx, b, name)
