@@ -131,6 +131,11 @@ func New(client valkey.Client, cfg Config) (*Bus, error) {
 	return &Bus{client: client, cfg: cfg, topics: topics, queues: map[string]keys.Queue{}}, nil
 }
 
+// Client is the valkey client the Bus runs on, for tools and tests that read the keyspace
+// directly, with the key builders of package keys (package echotest reads a queue's sets
+// so).
+func (b *Bus) Client() valkey.Client { return b.client }
+
 // queue validates name once and returns its key builder.
 func (b *Bus) queue(op, name string) (keys.Queue, error) {
 	b.mu.RLock()
