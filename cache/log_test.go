@@ -23,8 +23,8 @@ type records struct {
 }
 
 func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) WithAttrs([]slog.Attr) slog.Handler        { return r }
-func (r *records) WithGroup(string) slog.Handler             { return r }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
 func (r *records) Handle(_ context.Context, rec slog.Record) error {
 	rec.Attrs(func(a slog.Attr) bool {
 		if a.Key == "table" && a.Value.String() == r.table {
