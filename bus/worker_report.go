@@ -34,7 +34,7 @@ const (
 	// statsPrune is how many other fields each report checks for expiry.
 	statsPrune = 16
 	// reportTimeout bounds one report's round trip.
-	reportTimeout = 5 * time.Second
+	reportTimeout = 2 * time.Second
 )
 
 var (

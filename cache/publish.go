@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,12 +11,19 @@ import (
 
 	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/lua"
+	"github.com/echocache/echocache/tables"
 )
 
 // The publisher: one goroutine per Cache that lists the declared tables in the registry
 // (registry.go) and, every Config.StatsInterval, publishes each table's [Stats] to
 // ecc:{<table>}#stats for tools in other processes ([ReadStats]). A table is listed and
 // published at once when it is declared; Close withdraws the snapshots.
+//
+// Its round trips share the client's connections with the reads, and a command that waits on
+// a stalled server holds the ones pipelined behind it until its own deadline: so each round
+// is bounded by the shortest L2Timeout of the Cache's tables, never longer than a read, and
+// none is sent while the breaker is open (Valkey is failing; the registry is tried again
+// later, the snapshots expire by themselves).
 
 // Defaults and bounds of the stats a Cache publishes.
 const (
@@ -26,10 +34,9 @@ const (
 	MinStatsInterval = 10 * time.Millisecond
 	MaxStatsInterval = 8 * time.Hour
 
-	statsLives    = 3               // intervals a snapshot stays live
-	statsPrune    = 16              // other fields each report checks for expiry
-	publishWait   = 5 * time.Second // bounds one round of reports
-	listRetryWait = time.Second     // between registry attempts when stats are off
+	statsLives    = 3           // intervals a snapshot stays live
+	statsPrune    = 16          // other fields each report checks for expiry
+	listRetryWait = time.Second // between registry attempts when stats are off
 )
 
 var (
@@ -187,13 +194,23 @@ func (p *publisher) round() (pending bool) {
 	names := make([]string, 0, len(c.cores))
 	stats := make([]Stats, 0, len(c.cores))
 	builders := make([]keys.Table, 0, len(c.cores))
+	var bound time.Duration
 	for name, t := range c.cores {
 		names = append(names, name)
 		stats = append(stats, t.stats())
 		builders = append(builders, t.declared().Keys)
+		if d := t.declared().Spec.L2Timeout; bound == 0 || d < bound {
+			bound = d
+		}
 	}
 	c.mu.RUnlock()
-	ctx, cancel := context.WithTimeout(c.closing, publishWait)
+	if len(names) == 0 {
+		return false
+	}
+	if !c.brk.allow() {
+		return len(p.listed) < len(names)
+	}
+	ctx, cancel := context.WithTimeout(c.closing, bound)
 	defer cancel()
 	for _, name := range names {
 		if p.listed[name] {
@@ -206,7 +223,7 @@ func (p *publisher) round() (pending bool) {
 		}
 		p.listed[name] = true
 	}
-	if p.every <= 0 || len(names) == 0 {
+	if p.every <= 0 {
 		return pending
 	}
 	ttl := fmt.Sprint((statsLives * p.every).Milliseconds())
@@ -226,16 +243,25 @@ func (p *publisher) round() (pending bool) {
 	return pending
 }
 
-// withdraw removes this Cache's snapshots, at Close.
+// withdraw removes this Cache's snapshots, at Close, bounded like a round (the tables are
+// still declared: Close closes their L1s after this).
 func (p *publisher) withdraw() {
-	if len(p.published) == 0 {
+	if len(p.published) == 0 || !p.c.brk.allow() {
 		return
 	}
+	var bound time.Duration
 	runs := make([]lua.Run, 0, len(p.published))
+	p.c.mu.RLock()
 	for name := range p.published {
 		runs = append(runs, lua.Run{Script: scriptStatsReport, Keys: []string{keys.MustTable(name).Stats()}, Args: []string{p.id, "", "1", "0"}})
+		if t, ok := p.c.cores[name]; ok {
+			if d := t.declared().Spec.L2Timeout; bound == 0 || d < bound {
+				bound = d
+			}
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), publishWait)
+	p.c.mu.RUnlock()
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(bound, tables.DefaultL2Timeout))
 	defer cancel()
 	replies, _ := lua.Pipeline(ctx, p.c.client, runs, nil)
 	for _, r := range replies {
