@@ -116,11 +116,7 @@ func (c WorkerConfig) withDefaults(busLease time.Duration) WorkerConfig {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.ID == "" {
-		c.ID = defaultReporterID()
-	}
-	c.StatsInterval = cmp.Or(c.StatsInterval, DefaultStatsInterval)
-	return c
+	return c.withReportDefaults()
 }
 
 // validate refuses what no default mends; it runs on c.withDefaults(...).
@@ -136,16 +132,8 @@ func (c WorkerConfig) validate() error {
 	if err := c.ClaimAck.validate(); err != nil {
 		return fmt.Errorf("%s: ClaimAck: %w", where, err)
 	}
-	if err := keys.ValidateID(c.ID); err != nil {
-		return invalid(where+": ID", err)
-	}
-	if c.StatsInterval > 0 && (c.StatsInterval < MinStatsInterval || c.StatsInterval > MaxStatsInterval) {
-		return fmt.Errorf("%w: %s: StatsInterval %v is not between %v and %v (negative: never)", ErrInvalid, where, c.StatsInterval, MinStatsInterval, MaxStatsInterval)
-	}
-	for i, m := range c.Middleware {
-		if m == nil {
-			return fmt.Errorf("%w: %s: Middleware[%d] is nil", ErrInvalid, where, i)
-		}
+	if err := c.validateReport(where); err != nil {
+		return err
 	}
 	if c.HeartbeatInterval > 0 && c.HeartbeatInterval >= c.Lease {
 		return fmt.Errorf("%w: %s: HeartbeatInterval %v is not shorter than Lease %v: leases would run out between heartbeats", ErrInvalid, where, c.HeartbeatInterval, c.Lease)

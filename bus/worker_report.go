@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,6 +42,31 @@ var (
 	scWorkersReport = lua.Get("workers_report")
 	scWorkersRead   = lua.Get("workers_read")
 )
+
+// withReportDefaults fills the fields of WorkerConfig the reporter and the middleware read.
+func (c WorkerConfig) withReportDefaults() WorkerConfig {
+	if c.ID == "" {
+		c.ID = defaultReporterID()
+	}
+	c.StatsInterval = cmp.Or(c.StatsInterval, DefaultStatsInterval)
+	return c
+}
+
+// validateReport checks those fields, and the middleware, naming the field.
+func (c WorkerConfig) validateReport(where string) error {
+	if err := keys.ValidateID(c.ID); err != nil {
+		return invalid(where+": ID", err)
+	}
+	if c.StatsInterval > 0 && (c.StatsInterval < MinStatsInterval || c.StatsInterval > MaxStatsInterval) {
+		return fmt.Errorf("%w: %s: StatsInterval %v is not between %v and %v (negative: never)", ErrInvalid, where, c.StatsInterval, MinStatsInterval, MaxStatsInterval)
+	}
+	for i, m := range c.Middleware {
+		if m == nil {
+			return fmt.Errorf("%w: %s: Middleware[%d] is nil", ErrInvalid, where, i)
+		}
+	}
+	return nil
+}
 
 // defaultReporterID is a worker's or a cache's id when its config names none:
 // <host>-<pid>-<8 random hex>, unique per object.
