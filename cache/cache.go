@@ -86,7 +86,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default() // read at New: a default set by the program later is not seen
 	}
-	c.ID = cmp.Or(c.ID, defaultID())
+	if c.ID == "" {
+		c.ID = defaultID()
+	}
 	c.StatsInterval = cmp.Or(c.StatsInterval, DefaultStatsInterval)
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, DefaultReconcileInterval)
 	c.SubscribeTimeout = cmp.Or(c.SubscribeTimeout, DefaultSubscribeTimeout)
