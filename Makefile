@@ -2,9 +2,11 @@
 
 .PHONY: help setup demo test fuzz soak protocol
 
-# The nested modules: the demo service (SQLite, Prometheus) and the peers measured by make bench.
-SERVICE := examples/service
-PEERS   := bench/peers
+# The nested modules: the demo service (SQLite, Prometheus), the peers measured by make bench, and
+# a user's module that imports echotest as users do.
+SERVICE  := examples/service
+PEERS    := bench/peers
+USERTEST := echotest/internal/usertest
 DEMO_ARGS ?=
 
 help: ## Show this help
@@ -25,6 +27,7 @@ test: setup ## go vet, then all tests with the race detector; the nested modules
 	go vet ./...
 	go test -race -count=1 -timeout 15m ./...
 	cd $(SERVICE) && go vet ./... && go test -count=1 -timeout 10m ./...
+	cd $(USERTEST) && go vet ./... && go test -race -count=1 -timeout 5m ./...
 	cd $(PEERS) && go vet ./...
 
 protocol: ## Regenerate PROTOCOL.md from the grammar (keys/) and the script headers (lua/*.lua); a test fails when it is stale

@@ -173,6 +173,17 @@
 // time. Pass [Worker.Handles] as [SchedulerConfig].Handles to have a kind no worker runs
 // reported where it fires. See examples/periodic.
 //
+// # Operating a queue
+//
+// [Bus.Queues] lists every queue a client wrote to, empty ones included: one sorted set
+// outside any hash tag (keys.QueueRegistry), which a Bus adds a queue to after its first
+// successful write and a [Worker] when it starts. Every Worker publishes its [WorkerStats]
+// every [WorkerConfig].StatsInterval (default 5 s) for tools in other processes;
+// [Bus.WorkerStats] sums the live workers' snapshots and [FleetStats.Rates] turns two reads
+// into rates. [WorkerConfig].Middleware and [HandlerOpts].Middleware wrap handlers
+// ([Middleware], [Handler], [Call]), once per kind at registration; package echotest runs a
+// handler the same way without a server.
+//
 // # Errors
 //
 // Script errors arrive as the package's errors: [ErrStale], [ErrPaused], [ErrNotFound],

@@ -102,6 +102,20 @@ type WorkerConfig struct {
 	// and a failover to a replica that missed the claim can hand the same token to two
 	// holders.
 	ClaimAck Ack
+
+	// ID names the worker in the stats it publishes (its field of emq:{<q>}:workers): 1 to 512
+	// bytes with no control bytes, unique among the queue's workers. Default
+	// <host>-<pid>-<8 random hex>.
+	ID string
+	// StatsInterval is how often the worker publishes its [WorkerStats] for tools in other
+	// processes ([Bus.WorkerStats]); each snapshot stays live for 3 intervals, and the worker
+	// withdraws it when it stops. Between 10 ms and 8 h ([MinStatsInterval],
+	// [MaxStatsInterval]). Default 5 s ([DefaultStatsInterval]); negative: never.
+	StatsInterval time.Duration
+	// Middleware wraps every kind's handler, the first outermost, outside the kind's own
+	// ([HandlerOpts.Middleware]). Handlers are wrapped once, when they are registered. Default
+	// none.
+	Middleware []Middleware
 }
 
 // withDefaults is c with every zero field set to its default; the Lease's is the bus's.
@@ -123,7 +137,7 @@ func (c WorkerConfig) withDefaults(busLease time.Duration) WorkerConfig {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return c
+	return c.withReportDefaults()
 }
 
 // validate refuses what no default mends; it runs on c.withDefaults(...).
@@ -141,6 +155,9 @@ func (c WorkerConfig) validate() error {
 	}
 	if err := c.ClaimAck.validate(); err != nil {
 		return fmt.Errorf("%s: ClaimAck: %w", where, err)
+	}
+	if err := c.validateReport(where); err != nil {
+		return err
 	}
 	if c.HeartbeatInterval > 0 && c.HeartbeatInterval >= c.Lease {
 		return fmt.Errorf("%w: %s: HeartbeatInterval %v is not shorter than Lease %v: leases would run out between heartbeats", ErrInvalid, where, c.HeartbeatInterval, c.Lease)
@@ -181,6 +198,7 @@ type Worker struct {
 	hardCancel context.CancelFunc
 	blockStop  context.CancelFunc
 	beatEvery  time.Duration // the heartbeat's interval
+	reporter   *reporter     // lists the queue, publishes the stats (worker_report.go)
 
 	// Precomputed KEYS of the scripts the loop runs (completeclaim's are claim's).
 	kClaim, kCompleteMany, kFail, kSnooze, kExtend, kReap, kPromote, kDue []string
@@ -252,7 +270,7 @@ func (w *Worker) register(kind string, opts *HandlerOpts, build func(*handler) h
 		return err
 	}
 	h := &handler{kind: kind, codec: o.Codec, maxAttempts: o.MaxAttempts, backoff: o.Backoff, lease: o.Lease, timeout: max(o.Timeout, 0)}
-	h.fn = build(h)
+	h.fn = w.wrap(kind, build(h), o.Middleware)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -268,8 +286,10 @@ func (w *Worker) register(kind string, opts *HandlerOpts, build func(*handler) h
 }
 
 // Start starts the worker's goroutines: the loop (claims, outcomes, heartbeats,
-// housekeeping) and the blocker (the wake list's BLPOP, on a connection of its own, so
-// blocking never stalls the client's shared pipeline). It returns at once.
+// housekeeping), the blocker (the wake list's BLPOP, on a connection of its own, so
+// blocking never stalls the client's shared pipeline) and the reporter (it lists the queue
+// in the registry, [Bus.Queues], and publishes the worker's stats every StatsInterval). It
+// returns at once.
 func (w *Worker) Start() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -292,10 +312,12 @@ func (w *Worker) Start() error {
 	w.hardCtx, w.hardCancel = context.WithCancel(context.Background())
 	var blockerDone sync.WaitGroup
 	blockerDone.Go(w.blocker)
+	w.reporter = w.startReporter()
 	go func() {
 		newLoop(w).run() // returns once its senders and its handler pool have ended
 		w.blockStop()
 		blockerDone.Wait()
+		w.reporter.stop()
 		w.hardCancel()
 		close(w.done)
 	}()
@@ -353,6 +375,9 @@ func (w *Worker) Handles(kind string) bool {
 	defer w.mu.Unlock()
 	return w.handlers[kind] != nil
 }
+
+// ID is the worker's id in the stats it publishes (WorkerConfig.ID, or its default).
+func (w *Worker) ID() string { return w.cfg.ID }
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() WorkerStats {

@@ -129,6 +129,9 @@ func (r *run) refusals(s *script, ks, args []string) {
 			if t == parsed.Type {
 				continue
 			}
+			if !strings.Contains(t.Form(), "{") && r.tg.cluster && len(ks) > 1 {
+				continue // a registry has no hash tag: beside other keys, on a cluster, it is another slot
+			}
 			mutated := append([]string(nil), ks...)
 			mutated[i] = fillForm(t.Form(), parsed.Name)
 			try(fmt.Sprintf("KEYS[%d] = %s", i+1, mutated[i]), "KEYS", mutated, args)

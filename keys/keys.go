@@ -65,7 +65,13 @@ const (
 	Periodic  // emq:{<q>}:periodic:<name> hash: one periodic schedule (spec, payload, last, paused)
 	Periodics // emq:{<q>}:periodics       zset, score 0: the names of the queue's schedules
 
-	lastType = Periodics // the last type of the grammar: Parse tries every type up to it
+	// The registries and the published stats, for tools (see registry.go).
+	Queues     // emq:queues               zset: the queue registry, outside any hash tag
+	Tables     // ecc:tables               zset: the table registry, outside any hash tag
+	Workers    // emq:{<q>}:workers        hash: the workers' published stats, by worker id
+	TableStats // ecc:{<table>}#stats      hash: the caches' published stats of a table, by cache id
+
+	lastType = TableStats // the last type of the grammar: Parse tries every type up to it
 )
 
 // suffix is each bus type's spelling after "emq:{<name>}:". Job and Unique carry an id after it.
@@ -83,6 +89,7 @@ var suffix = [...]string{
 
 	Periodic:  "periodic:",
 	Periodics: "periodics",
+	Workers:   "workers",
 }
 
 func (t Type) String() string {
@@ -97,6 +104,12 @@ func (t Type) String() string {
 		return "uniq"
 	case Periodic:
 		return "periodic"
+	case Queues:
+		return "queues"
+	case Tables:
+		return "tables"
+	case TableStats:
+		return "stats"
 	}
 	if int(t) < len(suffix) && suffix[t] != "" {
 		return suffix[t]
@@ -106,7 +119,7 @@ func (t Type) String() string {
 
 // Key is a parsed key or channel: its role, the name in its hash tag, its type, and the id
 // for the types that carry one (Row, Job, Unique, and Periodic, whose id is the schedule's
-// name).
+// name). The two registries (Queues, Tables) have no hash tag: their Name is "".
 type Key struct {
 	Role Role
 	Name string
@@ -121,6 +134,12 @@ func (k Key) String() string {
 		return cachePrefix + "{" + k.Name + "}:" + k.ID
 	case Record:
 		return cachePrefix + "{" + k.Name + "}"
+	case TableStats:
+		return cachePrefix + "{" + k.Name + "}" + tableStatsSuffix
+	case Queues:
+		return queueRegistry
+	case Tables:
+		return tableRegistry
 	case Job, Unique, Periodic:
 		return busPrefix + "{" + k.Name + "}:" + suffix[k.Type] + k.ID
 	}
@@ -180,6 +199,12 @@ func Parse(s string) (Key, error) {
 	default:
 		return Key{}, fmt.Errorf("%w key %q: neither the ecc: nor the emq: prefix", ErrInvalid, clip(s))
 	}
+	switch s {
+	case queueRegistry:
+		return Key{Role: Bus, Type: Queues}, nil
+	case tableRegistry:
+		return Key{Role: Cache, Type: Tables}, nil
+	}
 	if len(rest) == 0 || rest[0] != '{' {
 		return Key{}, fmt.Errorf("%w key %q: the prefix must be followed by {<name>}", ErrInvalid, clip(s))
 	}
@@ -192,12 +217,15 @@ func Parse(s string) (Key, error) {
 		return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
 	}
 	if k.Role == Cache {
-		if rest == "" {
+		switch {
+		case rest == "":
 			k.Type = Record
 			return k, nil
-		}
-		if rest[0] != ':' {
-			return Key{}, fmt.Errorf("%w key %q: the hash tag must be followed by :<id> or nothing", ErrInvalid, clip(s))
+		case rest == tableStatsSuffix:
+			k.Type = TableStats
+			return k, nil
+		case rest[0] != ':':
+			return Key{}, fmt.Errorf("%w key %q: the hash tag must be followed by :<id>, %s or nothing", ErrInvalid, clip(s), tableStatsSuffix)
 		}
 		k.Type, k.ID = Row, rest[1:]
 		if err := ValidateID(k.ID); err != nil {
@@ -210,6 +238,9 @@ func Parse(s string) (Key, error) {
 	}
 	rest = rest[1:]
 	for t := Inval; t <= lastType; t++ {
+		if int(t) >= len(suffix) || suffix[t] == "" {
+			continue // a cache type, or a registry: not spelled after a queue's tag
+		}
 		sfx := suffix[t]
 		switch t {
 		case Job, Unique, Periodic:
@@ -237,7 +268,7 @@ func Parse(s string) (Key, error) {
 			}
 		}
 	}
-	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics", ErrInvalid, clip(s))
+	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics, workers", ErrInvalid, clip(s))
 }
 
 // clip keeps error texts short for long hostile inputs.
