@@ -87,6 +87,7 @@ func (b *Bus) WorkerStats(ctx context.Context, queue string) (FleetStats, error)
 				Queue: queue, Running: s.Running, Claimed: s.Claimed, Completed: s.Completed,
 				Failed: s.Failed, Retried: s.Retried, Dead: s.Dead, Snoozed: s.Snoozed,
 				HandedBack: s.HandedBack, Stale: s.Stale, LeaseLost: s.LeaseLost,
+				RoundTrips: s.RoundTrips, RoundTripTime: time.Duration(s.RoundTripUS) * time.Microsecond,
 			},
 		}
 		fs.Workers = append(fs.Workers, r)
@@ -109,6 +110,8 @@ func (s WorkerStats) add(o WorkerStats) WorkerStats {
 	s.HandedBack += o.HandedBack
 	s.Stale += o.Stale
 	s.LeaseLost += o.LeaseLost
+	s.RoundTrips += o.RoundTrips
+	s.RoundTripTime += o.RoundTripTime
 	return s
 }
 

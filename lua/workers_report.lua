@@ -30,7 +30,8 @@
 --          interval), started_ms (unix ms by the worker's clock when it started), concurrency,
 --          kinds (an array of the kinds it handles), and the counters since it started:
 --          running (handlers running now), claimed, completed, failed, retried, dead,
---          snoozed, handed_back, stale, lease_lost. A reader sums them over the live workers;
+--          snoozed, handed_back, stale, lease_lost, round_trips and round_trip_us (the
+--          pipelines sent and their time in flight, summed, in µs). A reader sums them over the live workers;
 --          a rate is the difference of two reads of one worker id over the difference of
 --          their at; a worker that stops or dies drops out of the sum
 -- FORMAT   servertime  see claim.lua
