@@ -204,18 +204,19 @@ func (ex *executor) close() {
 // says why there is nothing to run.
 func (w *Worker) route(j Job, idStr string) *inflight {
 	r := &inflight{job: j, idStr: idStr, lease: w.cfg.Lease, heapSlot: -1}
-	n := envelopeKindLen(j.Payload)
+	start, n := envelopeKind(j.Payload) // past a header block, if any
 	if n == 0 {
 		r.preErr = fmt.Errorf("%w: job %s", ErrNoEnvelope, j.ID)
 		return r
 	}
-	r.h = w.handlers[string(j.Payload[:n])]
+	kind := j.Payload[start : start+n]
+	r.h = w.handlers[string(kind)]
 	if r.h == nil {
-		r.kind = string(j.Payload[:n])
+		r.kind = string(kind)
 		r.preErr = fmt.Errorf("%w: kind %s, job %s", ErrUnknownKind, r.kind, j.ID)
 		return r
 	}
-	r.kind, r.lease, r.body = r.h.kind, r.h.lease, j.Payload[n+1:]
+	r.kind, r.lease, r.body = r.h.kind, r.h.lease, j.Payload[start+n+1:]
 	return r
 }
 

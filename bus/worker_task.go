@@ -25,7 +25,8 @@ import (
 //
 // A client in another language writes and reads the same bytes. NUL cannot appear in a
 // kind, nor unescaped in JSON or any text payload, so a payload enqueued without an envelope
-// is never mistaken for one.
+// is never mistaken for one. An optional header block may precede the kind (the trace
+// context, for one): see [WithHeaders].
 
 // Errors of the worker runtime and its handlers.
 var (
@@ -62,14 +63,16 @@ func Envelope(kind string, body []byte) ([]byte, error) {
 	return append(out, body...), nil
 }
 
-// ParseEnvelope splits a task's payload into its kind and its encoded args. It answers
-// [ErrNoEnvelope] when the payload does not start with a valid kind and a NUL byte.
+// ParseEnvelope splits a task's payload into its kind and its encoded args, past a header
+// block when it has one ([EnvelopeHeaders]). It answers [ErrNoEnvelope] when the payload
+// does not start with a valid kind and a NUL byte, or with a valid header block and then
+// those.
 func ParseEnvelope(payload []byte) (kind string, body []byte, err error) {
-	i := envelopeKindLen(payload)
-	if i == 0 {
+	start, n := envelopeKind(payload)
+	if n == 0 {
 		return "", nil, ErrNoEnvelope
 	}
-	return string(payload[:i]), payload[i+1:], nil
+	return string(payload[start : start+n]), payload[start+n+1:], nil
 }
 
 // envelopeKindLen is the length of the kind at the head of payload, or 0 when the payload is
