@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -104,8 +105,21 @@ func TestEnqueue(t *testing.T) {
 	require.Equal(t, "count", j.Kind)
 	require.JSONEq(t, `{"n":1}`, string(j.Args))
 
+	// A task with a header block (the trace context): show decodes both.
+	plain, err := bus.Envelope("traced", []byte(`{}`))
+	require.NoError(t, err)
+	payload, err := bus.WithHeaders(plain, bus.Header{Name: "traceparent", Value: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+	require.NoError(t, err)
+	r := emqIn(t, srv.Addr, string(payload), "enqueue", queue, "-")
+	require.Equal(t, 0, r.code, r.err)
+	okJSON(t, srv.Addr, &j, "show", queue, strings.TrimSpace(r.out))
+	require.Equal(t, "traced", j.Kind)
+	require.Equal(t, map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, j.Headers)
+	require.Contains(t, lines(ok(t, srv.Addr, "show", queue, strings.TrimSpace(r.out))),
+		"header traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+
 	// From stdin, raw (no envelope), delayed.
-	r := emqIn(t, srv.Addr, "plain bytes", "enqueue", queue, "-", "--delay", "1h")
+	r = emqIn(t, srv.Addr, "plain bytes", "enqueue", queue, "-", "--delay", "1h")
 	require.Equal(t, 0, r.code, r.err)
 	id := r.out[:len(r.out)-1]
 	okJSON(t, srv.Addr, &j, "show", queue, id)
@@ -123,7 +137,7 @@ func TestEnqueue(t *testing.T) {
 
 	var rows []queueStats
 	okJSON(t, srv.Addr, &rows, "stats", queue)
-	require.Equal(t, int64(2), rows[0].Pending)
+	require.Equal(t, int64(3), rows[0].Pending)
 	require.Equal(t, int64(1), rows[0].Scheduled)
 
 	require.Equal(t, exitUsage, emq(t, srv.Addr, "enqueue", queue, "x", "--kind", "bad kind").code)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -25,11 +27,13 @@ type shownJob struct {
 	At  *time.Time `json:"at,omitempty"`
 	// Kind and Args are the envelope's, when the payload is one; Args is the JSON value when
 	// the args are JSON, else Text holds them when they are UTF-8, else Base64.
-	Kind   string          `json:"kind,omitempty"`
-	Args   json.RawMessage `json:"args,omitempty"`
-	Text   *string         `json:"text,omitempty"`
-	Base64 []byte          `json:"base64,omitempty"`
-	Size   int             `json:"payload_bytes"`
+	Kind string `json:"kind,omitempty"`
+	// Headers are the envelope's header block (the trace context, say), when it has one.
+	Headers map[string]string `json:"headers,omitempty"`
+	Args    json.RawMessage   `json:"args,omitempty"`
+	Text    *string           `json:"text,omitempty"`
+	Base64  []byte            `json:"base64,omitempty"`
+	Size    int               `json:"payload_bytes"`
 }
 
 func showCmd(a *app) *cobra.Command {
@@ -78,6 +82,13 @@ func describeJob(queue string, info bus.JobInfo) shownJob {
 	body := info.Payload
 	if kind, args, err := bus.ParseEnvelope(info.Payload); err == nil {
 		j.Kind, body = kind, args
+		hs, _ := bus.EnvelopeHeaders(info.Payload)
+		for _, h := range hs {
+			if j.Headers == nil {
+				j.Headers = map[string]string{}
+			}
+			j.Headers[h.Name] = h.Value
+		}
 	}
 	switch {
 	case json.Valid(body) && len(bytes.TrimSpace(body)) > 0:
@@ -126,6 +137,9 @@ func (a *app) printJob(j shownJob) {
 	}
 	if j.Kind != "" {
 		rows = append(rows, []string{"kind", j.Kind})
+	}
+	for _, name := range slices.Sorted(maps.Keys(j.Headers)) {
+		rows = append(rows, []string{"header " + name, j.Headers[name]})
 	}
 	rows = append(rows, []string{"payload", fmt.Sprintf("%d bytes", j.Size)})
 	for i := range rows {
