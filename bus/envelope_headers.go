@@ -78,7 +78,7 @@ func WithHeaders(envelope []byte, headers ...Header) ([]byte, error) {
 }
 
 // EnvelopeHeaders returns the headers of a payload's header block, in order: nil when it
-// has none. It answers [ErrNoEnvelope] when the payload is not an envelope, with or without a
+// has no block, empty when its block is (NUL LF). It answers [ErrNoEnvelope] when the payload is not an envelope, with or without a
 // block (a malformed block included).
 func EnvelopeHeaders(payload []byte) ([]Header, error) {
 	start, n := envelopeKind(payload)
@@ -88,7 +88,7 @@ func EnvelopeHeaders(payload []byte) ([]Header, error) {
 	if start == 0 {
 		return nil, nil
 	}
-	var out []Header
+	out := []Header{}
 	block := payload[1 : start-1] // between the NUL and the closing LF
 	for len(block) > 0 {
 		line, rest, _ := bytes.Cut(block, []byte{'\n'})

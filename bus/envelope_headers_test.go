@@ -129,3 +129,31 @@ func TestWorkerRoutesHeaderedTask(t *testing.T) {
 	require.Equal(t, traceparent, <-seen)
 	require.Equal(t, "args", gotArgs)
 }
+
+// FuzzEnvelopeHeaders: whatever the bytes, a payload whose headers read back is rebuilt byte
+// for byte by WithHeaders from its plain envelope and those headers, and ParseEnvelope
+// agrees with EnvelopeHeaders on what is an envelope.
+func FuzzEnvelopeHeaders(f *testing.F) {
+	f.Add([]byte("\x00traceparent:" + traceparent + "\n\nk\x00{}"))
+	f.Add([]byte("\x00a:\nb:c\n\nkind.x\x00args"))
+	f.Add([]byte("email.send\x00{}"))
+	f.Add([]byte("\x00\n\x00"))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		hs, err := bus.EnvelopeHeaders(payload)
+		kind, body, perr := bus.ParseEnvelope(payload)
+		require.Equal(t, err == nil, perr == nil)
+		if err != nil {
+			return
+		}
+		plain, err := bus.Envelope(kind, body)
+		require.NoError(t, err)
+		if hs == nil {
+			require.Equal(t, plain, payload)
+			return
+		}
+		again, err := bus.WithHeaders(plain, hs...)
+		if len(hs) > 0 && err == nil {
+			require.Equal(t, payload, again)
+		}
+	})
+}
