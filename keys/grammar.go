@@ -28,7 +28,14 @@ var grammar = [...]struct{ form, value, doc string }{
 
 	Periodic:  {"emq:{<q>}:periodic:<name>", "hash", "a periodic schedule of the queue, <name> ruled like a queue's name: fields spec, payload, last (the newest tick fired or skipped, or the declaration: unix ms, server clock) and paused (\"1\" or absent)"},
 	Periodics: {"emq:{<q>}:periodics", "zset", "the names of the queue's periodic schedules, every score 0"},
+
+	ShardRow:    {"ecc:{<table>#<shard>}:<id>", "string", "the L2 row of a table spread over N shards, in the shard of its id: <shard> is CRC16-XMODEM of <id> mod N (" + ShardRule + "); the row format is a row's"},
+	ShardRecord: {"ecc:{<table>#<shard>}", "hash", "a shard's coherence record, as a table's: fields epoch, seq and last; each shard keeps its own sequence"},
+	ShardInval:  {"emq:{<table>#<shard>}:inval", "channel", "a shard's invalidation channel, a shard channel (SPUBLISH, SSUBSCRIBE), carrying the invalidations of the shard's rows"},
 }
+
+// ShardRule states the rule of a shard index, as [Table.Shard] and [Parse] apply it.
+const ShardRule = "a decimal in [0, 255] without leading zeros"
 
 // Types lists every type of the grammar, in declaration order.
 func Types() []Type {
@@ -42,8 +49,8 @@ func Types() []Type {
 }
 
 // Form is the type's key in grammar form, with placeholders for the variable parts: <table>,
-// <q> or <topic> for the name in the hash tag, <id>, <JOB id>, <key> or <name> (a schedule's
-// name) for the id.
+// <q> or <topic> for the name in the hash tag, <shard> for a shard's index, <id>, <JOB id>,
+// <key> or <name> (a schedule's name) for the id.
 // It is "" for an invalid Type.
 func (t Type) Form() string { return t.entry().form }
 
