@@ -81,7 +81,6 @@ const (
 // shardSep separates a sharded table's name from its shard index in the hash tag.
 const shardSep = '#'
 
-
 // suffix is each bus type's spelling after "emq:{<name>}:". Job and Unique carry an id after it.
 var suffix = [...]string{
 	Inval:    "inval",
