@@ -4,21 +4,25 @@
 -- Deleting a row also deletes a fill lease on it, so a fill that began before this call
 -- cannot write the value it loaded.
 --
--- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval)
--- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval)
+-- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval), or a shard's
+--          ecc:{<table>#<shard>} for a table spread over shards (FORMAT shards)
+-- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
+--          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token  token  unique per call: names a new epoch if the record is missing, and
 --          becomes the record's last (FORMAT inval)
 -- ARGV[2]  id*    id     a starred ARGV repeats: one row id per row, one at least and 1000 at
 --          most (an id may repeat). The Go cache sends at most 256 per call
 -- DERIVES  ecc:{<table>}:<id>      each row: KEYS[1] .. ":" .. id
 -- FORMAT   inval    see cache_set.lua
+-- FORMAT   shards   see cache_set.lua
 -- REPLY    {epoch, seq}: the record after the bump (a string and an integer)
--- ERROR    ECCKEYS    the KEYS are not one table's record and channel
+-- ERROR    ECCKEYS    the KEYS are not one table's (or one shard's) record and channel
 -- ERROR    ECCARG     an ARGV does not meet its rule, or no id or more than 1000 are given
 -- ERROR    ECCTYPE    the record holds another type than hash
-local name = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}$')
-if #KEYS ~= 2 or not name or #name > 64 or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
-  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table')
+local tag = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}$')
+local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
+if #KEYS ~= 2 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or KEYS[2] ~= 'emq:{' .. tag .. '}:inval' then
+  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table, or ecc:{<table>#<shard>} and emq:{<table>#<shard>}:inval of one shard')
 end
 local token = ARGV[1] or ''
 if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then

@@ -17,8 +17,10 @@
 -- unversioned new row (kind V), or a versioned one over a row without a version (V, R, a fill
 -- lease, a not-found row, anything else), is written over whatever is there, as before.
 --
--- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval)
--- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval)
+-- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval), or a shard's
+--          ecc:{<table>#<shard>} for a table spread over shards (FORMAT shards)
+-- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
+--          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token  token     unique per call: names a new epoch if the record is missing, and
 --          becomes the record's last (FORMAT inval)
 -- ARGV[2]  px     uint[1,999999999999999]  the row's TTL in ms. The Go cache passes the
@@ -44,14 +46,24 @@
 --          message), or when prev is not the token of the last message it applied: the record
 --          went back in time (a restore from a snapshot, a lagging replica promoted), even if
 --          new writes pushed seq past where it was.
+-- FORMAT   shards   a table may spread its rows over N shards (N in [1, 256]; 1, the default,
+--          is the unsharded layout). Shard i (a decimal in [0, N-1] without leading zeros) has
+--          the hash tag {<table>#<i>} and the table's three key types under it: its rows
+--          ecc:{<table>#<i>}:<id>, its record ecc:{<table>#<i>} and its channel
+--          emq:{<table>#<i>}:inval. The row of id lives in shard CRC16-XMODEM(id) mod N (the
+--          cluster's key hash, over the id's bytes). Each shard keeps its own record and
+--          sequence (FORMAT inval applies per shard) and publishes on its own channel; every
+--          script call is over one shard's keys, so it is single-slot. "#" is no name byte, so no
+--          table's keys can be taken for a shard's.
 -- REPLY    {epoch, seq}: the record after the bump (a string and an integer); or 0 when a
 --          versioned row was refused because the row holds a higher version (nothing changed)
--- ERROR    ECCKEYS    the KEYS are not one table's record and channel
+-- ERROR    ECCKEYS    the KEYS are not one table's (or one shard's) record and channel
 -- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 4
 -- ERROR    ECCTYPE    the record holds another type than hash
-local name = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}$')
-if #KEYS ~= 2 or not name or #name > 64 or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
-  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table')
+local tag = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}$')
+local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
+if #KEYS ~= 2 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or KEYS[2] ~= 'emq:{' .. tag .. '}:inval' then
+  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table, or ecc:{<table>#<shard>} and emq:{<table>#<shard>}:inval of one shard')
 end
 if #ARGV ~= 4 then return redis.error_reply('ECCARG expected 4 ARGV: token, px, id, row') end
 local token, px, id, new = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
