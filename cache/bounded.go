@@ -37,10 +37,10 @@ func (t *Table[K, V]) readPTTL(ctx context.Context, key string) (pttl, error) {
 	return n, t.l2done(ctx, bctx, err)
 }
 
-func (t *Table[K, V]) readRows(ctx context.Context, keys []string, withTTL bool) ([]rowRead, error) {
+func (t *Table[K, V]) readRows(ctx context.Context, keys []string, groups [][]int, withTTL bool) ([]rowRead, error) {
 	bctx, cancel := t.l2ctx(ctx)
 	defer cancel()
-	rows, err := t.c.readRows(bctx, keys, withTTL)
+	rows, err := t.c.readRows(bctx, keys, groups, withTTL)
 	return rows, t.l2done(ctx, bctx, err)
 }
 

@@ -136,7 +136,7 @@ type tableCore interface {
 	flushL1()
 	closeL1()
 	// attach gives the table its coherence state once it is declared.
-	attach(ts *tableState)
+	attach(g *tableGroup)
 	// pendingCount and retryPending: invalidations that did not reach Valkey, sent when
 	// it answers again.
 	pendingCount() int
@@ -244,7 +244,7 @@ func (c *Cache) register(spec tables.Spec, build func(tables.Table) (tableCore, 
 		return nil, ErrClosed
 	}
 	c.cores[decl.Spec.Name] = t
-	t.attach(c.coh.add(decl.Keys, t))
+	t.attach(c.coh.add(decl, t))
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.closing, c.coh.subWait)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/tables"
 	"github.com/echocache/echocache/topic"
 )
 
@@ -66,7 +67,7 @@ type coherence struct {
 	subCount int // channels sub covers
 
 	mu        sync.Mutex
-	byName    map[string]*tableState
+	byRecord  map[string]*tableState // every shard of every table, by its record's key
 	byChannel map[string]*tableState
 	pending   map[*tableState]bool
 
@@ -75,11 +76,42 @@ type coherence struct {
 	hookDropped func(table string, ids []string)        // after a message's ids were dropped
 }
 
-// tableState is one table's coherence state and counters.
+// tableGroup is one table's coherence across its shards (tables.Spec.Shards): a tableState
+// per shard, each following its own record and channel, and what belongs to the table as a
+// whole. A table of one shard has one tableState.
+type tableGroup struct {
+	name   string
+	shards []*tableState
+
+	allSynced atomic.Bool // every shard's initial record read is done: L1 may take installs
+
+	// degradedSince is when the table entered degraded mode (unix ns), 0 when it is not in it.
+	degradedSince atomic.Int64
+
+	sent atomic.Int64 // invalidation messages this process published for the table
+}
+
+// synced reports whether every shard's subscription is confirmed and its record read.
+func (g *tableGroup) synced() bool {
+	if g.allSynced.Load() {
+		return true
+	}
+	for _, ts := range g.shards {
+		if !ts.synced.Load() {
+			return false
+		}
+	}
+	g.allSynced.Store(true) // a shard never goes back to unsynced
+	return true
+}
+
+// tableState is the coherence state and counters of one table, or of one shard of a table
+// spread over shards: its record, its channel, its sequence.
 type tableState struct {
-	name string
-	keys keys.Table
-	core tableCore
+	name  string // the table's
+	keys  keys.Table
+	core  tableCore
+	group *tableGroup
 
 	synced atomic.Bool // the initial record read is done: L1 may take installs
 
@@ -104,11 +136,8 @@ type tableState struct {
 	// gone back in time; set once by add.
 	onRegression func()
 
-	// degradedSince is when the table entered degraded mode (unix ns), 0 when it is not in it.
-	degradedSince atomic.Int64
-
-	sent, received, gaps, flushes, reconciles, regressions atomic.Int64
-	delayN, delaySum, delayMax                             atomic.Int64 // propagation, ns
+	received, gaps, flushes, reconciles, regressions atomic.Int64
+	delayN, delaySum, delayMax                       atomic.Int64 // propagation, ns
 }
 
 // newCoherence starts the subscriber and reconciler for c; cfg has its defaults filled in.
@@ -123,23 +152,29 @@ func newCoherence(c *Cache, cfg Config) (*coherence, error) {
 	co := &coherence{
 		c: c, topics: topics, period: max(interval-grace, interval/2), grace: grace, subWait: subWait,
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
-		byName: map[string]*tableState{}, byChannel: map[string]*tableState{}, pending: map[*tableState]bool{},
+		byRecord: map[string]*tableState{}, byChannel: map[string]*tableState{}, pending: map[*tableState]bool{},
 	}
 	go co.run()
 	return co, nil
 }
 
-// add tracks a newly declared table and marks it pending for the background loop, which
-// subscribes its channel and reads its record (Cache.register waits for that through
+// add tracks a newly declared table, each of its shards, for the background loop, which
+// subscribes their channels and reads their records (Cache.register waits for that through
 // syncTables, up to the subscribe timeout). Until then the table works without L1.
-func (co *coherence) add(decl keys.Table, core tableCore) *tableState {
-	ts := &tableState{name: decl.Name(), keys: decl, core: core}
-	ts.onRegression = func() { co.regressed(ts) }
+func (co *coherence) add(decl tables.Table, core tableCore) *tableGroup {
+	g := &tableGroup{name: decl.Spec.Name}
+	for _, k := range decl.Shards {
+		ts := &tableState{name: g.name, keys: k, core: core, group: g}
+		ts.onRegression = func() { co.regressed(ts) }
+		g.shards = append(g.shards, ts)
+	}
 	co.mu.Lock()
-	co.byName[ts.name] = ts
-	co.byChannel[decl.Inval()] = ts
+	for _, ts := range g.shards {
+		co.byRecord[ts.keys.Record()] = ts
+		co.byChannel[ts.keys.Inval()] = ts
+	}
 	co.mu.Unlock()
-	return ts
+	return g
 }
 
 // regressed makes ts owe a whole-table invalidation and wakes the background loop, whose
@@ -282,8 +317,8 @@ func (co *coherence) handle(ev topic.Event) {
 		}
 	case topic.Overflow:
 		co.mu.Lock()
-		all := make([]*tableState, 0, len(co.byName))
-		for _, ts := range co.byName {
+		all := make([]*tableState, 0, len(co.byRecord))
+		for _, ts := range co.byRecord {
 			all = append(all, ts)
 		}
 		co.mu.Unlock()
@@ -316,21 +351,23 @@ func (co *coherence) close() {
 	})
 }
 
-// fillStats fills the coherence counters of s.
-func (ts *tableState) fillStats(s *Stats) {
-	if ts == nil {
+// fillStats fills the coherence counters of s: the table's, summed over its shards.
+func (g *tableGroup) fillStats(s *Stats) {
+	if g == nil {
 		return
 	}
-	s.InvalidationsSent = ts.sent.Load()
-	s.InvalidationsReceived = ts.received.Load()
-	s.Gaps = ts.gaps.Load()
-	s.Regressions = ts.regressions.Load()
-	s.Flushes = ts.flushes.Load()
-	s.Reconciles = ts.reconciles.Load()
-	if since := ts.degradedSince.Load(); since != 0 {
+	s.InvalidationsSent = g.sent.Load()
+	if since := g.degradedSince.Load(); since != 0 {
 		s.Degraded, s.DegradedSince = true, time.Unix(0, since)
 	}
-	s.PropagationCount = ts.delayN.Load()
-	s.PropagationTotal = time.Duration(ts.delaySum.Load())
-	s.PropagationMax = time.Duration(ts.delayMax.Load())
+	for _, ts := range g.shards {
+		s.InvalidationsReceived += ts.received.Load()
+		s.Gaps += ts.gaps.Load()
+		s.Regressions += ts.regressions.Load()
+		s.Flushes += ts.flushes.Load()
+		s.Reconciles += ts.reconciles.Load()
+		s.PropagationCount += ts.delayN.Load()
+		s.PropagationTotal += time.Duration(ts.delaySum.Load())
+		s.PropagationMax = max(s.PropagationMax, time.Duration(ts.delayMax.Load()))
+	}
 }

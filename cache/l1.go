@@ -44,7 +44,7 @@ func (t *Table[K, V]) install(id K, g gen, e *entry[V]) bool {
 	}
 	// Until the table's invalidation subscription is confirmed, L1 takes nothing: an entry
 	// installed then could miss its invalidation.
-	if t.cs == nil || !t.cs.synced.Load() {
+	if t.cs == nil || !t.cs.synced() {
 		return false
 	}
 	// Installs hold the cache's read lock so that Close, which takes the write lock before
@@ -115,7 +115,7 @@ func (t *Table[K, V]) closeL1() {
 
 func (t *Table[K, V]) declared() tables.Table { return t.decl }
 
-func (t *Table[K, V]) attach(ts *tableState) { t.cs = ts }
+func (t *Table[K, V]) attach(g *tableGroup) { t.cs = g }
 
 // generations are the per-id generations that make L1 installs refusable: a fill reads its
 // id's generation before its L2 read and installs only if it has not moved. An id's

@@ -151,35 +151,63 @@ type rowRead struct {
 	ttl    pttl
 }
 
-// readRows reads many rows of one table with one MGET, their PTTLs (when withTTL is set)
-// pipelined behind it: one round trip. All rows of a table share a hash slot, so this holds
-// on a cluster.
-func (c *Cache) readRows(ctx context.Context, keys []string, withTTL bool) ([]rowRead, error) {
-	cmds := make(valkey.Commands, 0, 1+len(keys))
-	cmds = append(cmds, c.client.B().Mget().Key(keys...).Build())
+// readRows reads many rows of one table with one MGET per shard (groups holds each shard's
+// indexes into keys; nil means one MGET of all), their PTTLs (when withTTL is set) pipelined
+// behind: one round trip, which valkey-go splits per node on a cluster. All rows of a shard
+// share a hash slot, so each MGET is single-slot.
+func (c *Cache) readRows(ctx context.Context, keys []string, groups [][]int, withTTL bool) ([]rowRead, error) {
+	cmds := make(valkey.Commands, 0, len(groups)+1+len(keys))
+	var mgets [][]int // the indexes each MGET read, in reply order; nil: all of them
+	if groups == nil {
+		cmds = append(cmds, c.client.B().Mget().Key(keys...).Build())
+	} else {
+		for _, g := range groups {
+			if len(g) == 0 {
+				continue
+			}
+			ks := make([]string, len(g))
+			for j, i := range g {
+				ks[j] = keys[i]
+			}
+			cmds = append(cmds, c.client.B().Mget().Key(ks...).Build())
+			mgets = append(mgets, g)
+		}
+	}
+	nm := len(cmds)
 	if withTTL {
 		for _, k := range keys {
 			cmds = append(cmds, c.client.B().Pttl().Key(k).Build())
 		}
 	}
 	res := c.client.DoMulti(ctx, cmds...)
-	arr, err := res[0].ToArray()
-	if err != nil {
-		return nil, l2err("MGET", keys[0], err)
-	}
-	if len(arr) != len(keys) {
-		return nil, l2err("MGET", keys[0], fmt.Errorf("%d replies for %d keys", len(arr), len(keys)))
-	}
 	out := make([]rowRead, len(keys))
-	for i := range keys {
-		if out[i].val, out[i].exists, err = stringReply(arr[i]); err != nil {
-			return nil, l2err("MGET", keys[i], err)
+	for m := range nm {
+		arr, err := res[m].ToArray()
+		idx := func(j int) int { return j }
+		want := len(keys)
+		if mgets != nil {
+			g := mgets[m]
+			idx, want = func(j int) int { return g[j] }, len(g)
 		}
+		if err != nil {
+			return nil, l2err("MGET", keys[idx(0)], err)
+		}
+		if len(arr) != want {
+			return nil, l2err("MGET", keys[idx(0)], fmt.Errorf("%d replies for %d keys", len(arr), want))
+		}
+		for j := range arr {
+			i := idx(j)
+			if out[i].val, out[i].exists, err = stringReply(arr[j]); err != nil {
+				return nil, l2err("MGET", keys[i], err)
+			}
+		}
+	}
+	for i := range keys {
 		if !withTTL {
 			out[i].ttl = pttlUnread
 			continue
 		}
-		n, err := res[1+i].AsInt64()
+		n, err := res[nm+i].AsInt64()
 		if err != nil {
 			return nil, l2err("PTTL", keys[i], err)
 		}

@@ -76,7 +76,7 @@ type Table[K ID, V any] struct {
 
 	l1Mu sync.Mutex // serializes flushes
 
-	cs *tableState // coherence: set once at declaration
+	cs *tableGroup // coherence, per shard: set once at declaration
 
 	pending pendingInvals // invalidations that did not reach Valkey, sent when it answers
 	writeMu sync.RWMutex  // writes share it; a retry of pending invalidations holds it alone
@@ -266,7 +266,7 @@ func (t *Table[K, V]) l1Lookup(id K) (*entry[V], bool) {
 func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	var zero V
 	idStr := t.ops.format(id)
-	key, err := t.decl.Keys.Row(idStr)
+	key, err := t.decl.KeysFor(idStr).Row(idStr)
 	if err != nil {
 		return zero, TierNone, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
 	}
