@@ -35,25 +35,28 @@ for i = 2, #ARGV do
     return redis.error_reply('ECCARG ARGV[' .. i .. '] must be 1 to 512 bytes without control bytes')
   end
 end
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'none' and kind ~= 'hash' then
-  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash')
+-- One read of the record answers both its type and its fields: a record of another type
+-- fails the HMGET, and only then is TYPE asked, for the error's text.
+local rec = redis.pcall('HMGET', KEYS[1], 'epoch', 'last')
+if rec['err'] then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ', not a hash')
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
-local epoch = redis.call('HGET', KEYS[1], 'epoch')
-if not epoch then
-  epoch = us .. '.' .. token
-  redis.call('HSET', KEYS[1], 'epoch', epoch)
-end
-local prev = redis.call('HGET', KEYS[1], 'last') or ''
-redis.call('HSET', KEYS[1], 'last', token)
+local epoch, prev = rec[1], rec[2] or ''
+local made = not epoch
+if made then epoch = us .. '.' .. token end
 local msg = {epoch, '', us, prev, token}
 for i = 2, #ARGV do
   redis.call('DEL', KEYS[1] .. ':' .. ARGV[i])
-  msg[#msg + 1] = ARGV[i]
+  msg[i + 4] = ARGV[i]
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+if made then
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token)
+else
+  redis.call('HSET', KEYS[1], 'last', token)
+end
 msg[2] = tostring(seq)
 redis.call('SPUBLISH', KEYS[2], table.concat(msg, '\n'))
 return {epoch, seq}

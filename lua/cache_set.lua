@@ -80,9 +80,11 @@ local head = string.sub(new, 1, 3)
 if not (head == '\236\1V' and #new >= 31 or head == '\236\1W' and #new >= 39) or string.find(string.sub(new, 4, 19), '[^0-9A-Za-z]') then
   return redis.error_reply('ECCARG row must be a value row')
 end
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'none' and kind ~= 'hash' then
-  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash')
+-- One read of the record answers both its type and its fields: a record of another type
+-- fails the HMGET, and only then is TYPE asked, for the error's text.
+local rec = redis.pcall('HMGET', KEYS[1], 'epoch', 'last')
+if rec['err'] then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ', not a hash')
 end
 if head == '\236\1W' and redis.call('TYPE', KEYS[1] .. ':' .. id)['ok'] == 'string' then
   local cur = redis.call('GET', KEYS[1] .. ':' .. id)
@@ -104,14 +106,15 @@ if head == '\236\1W' and redis.call('TYPE', KEYS[1] .. ':' .. id)['ok'] == 'stri
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
-local epoch = redis.call('HGET', KEYS[1], 'epoch')
-if not epoch then
-  epoch = us .. '.' .. token
-  redis.call('HSET', KEYS[1], 'epoch', epoch)
-end
-local prev = redis.call('HGET', KEYS[1], 'last') or ''
-redis.call('HSET', KEYS[1], 'last', token)
+local epoch, prev = rec[1], rec[2] or ''
+local made = not epoch
+if made then epoch = us .. '.' .. token end
 redis.call('SET', KEYS[1] .. ':' .. id, new, 'PX', px)
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+if made then
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token)
+else
+  redis.call('HSET', KEYS[1], 'last', token)
+end
 redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. token .. '\n' .. id)
 return {epoch, seq}
