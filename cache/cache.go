@@ -51,6 +51,14 @@ type Config struct {
 	// succeeds closes it, and the same reconcile settles the tables before their L1s are
 	// trusted again. At least 1 ms. Default DefaultBreakerProbe (500 ms).
 	BreakerProbe time.Duration
+
+	// OnInvalidation, when set, is called after each invalidation message has been applied
+	// to this cache's L1 (its ids dropped, or the table flushed), with the table's name and
+	// the ids the message named (none for a whole-table invalidation), this cache's own
+	// writes included. It runs on the subscriber's goroutine, which it holds up: it must
+	// return quickly and not block. For metrics, and for waiting on propagation exactly (a
+	// benchmark that times it needs no polling). Default: nil.
+	OnInvalidation func(table string, ids []string)
 }
 
 // The defaults a zero [Config] field stands for.
@@ -109,6 +117,9 @@ type Cache struct {
 	log    *slog.Logger
 	reg    tables.Registry
 	clk    *clock
+	// own prefixes this cache's write tokens (see writeToken), so its subscriber knows its
+	// own messages.
+	own string
 
 	// closing is cancelled by Close: fills and refreshes in flight stop waiting.
 	closing context.Context
@@ -161,6 +172,7 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 		client:  client,
 		log:     cfg.Logger,
 		clk:     newClock(),
+		own:     newToken()[:ownLen],
 		closing: ctx,
 		cancel:  cancel,
 		cores:   make(map[string]tableCore),

@@ -71,6 +71,8 @@ type coherence struct {
 	byChannel map[string]*tableState
 	pending   map[*tableState]bool
 
+	onInval func(table string, ids []string) // Config.OnInvalidation
+
 	// hooks for tests; set before the first table is declared.
 	hookMessage func(table string, payload []byte) bool // false drops the message
 	hookDropped func(table string, ids []string)        // after a message's ids were dropped
@@ -138,6 +140,11 @@ type tableState struct {
 
 	received, gaps, flushes, reconciles, regressions atomic.Int64
 	delayN, delaySum, delayMax                       atomic.Int64 // propagation, ns
+	delays                                           latencies    // propagation, as a histogram
+
+	// own is the prefix of this cache's write tokens: a message carrying one is this
+	// process's own write, whose ids its writer already dropped from L1.
+	own string
 }
 
 // newCoherence starts the subscriber and reconciler for c; cfg has its defaults filled in.
@@ -150,7 +157,8 @@ func newCoherence(c *Cache, cfg Config) (*coherence, error) {
 	grace := min(max(interval/5, 20*time.Millisecond), 250*time.Millisecond)
 	subWait := cfg.SubscribeTimeout
 	co := &coherence{
-		c: c, topics: topics, period: max(interval-grace, interval/2), grace: grace, subWait: subWait,
+		onInval: cfg.OnInvalidation,
+		c:       c, topics: topics, period: max(interval-grace, interval/2), grace: grace, subWait: subWait,
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 		byRecord: map[string]*tableState{}, byChannel: map[string]*tableState{}, pending: map[*tableState]bool{},
 	}
@@ -164,7 +172,7 @@ func newCoherence(c *Cache, cfg Config) (*coherence, error) {
 func (co *coherence) add(decl tables.Table, core tableCore) *tableGroup {
 	g := &tableGroup{name: decl.Spec.Name}
 	for _, k := range decl.Shards {
-		ts := &tableState{name: g.name, keys: k, core: core, group: g}
+		ts := &tableState{name: g.name, keys: k, core: core, group: g, own: co.c.own}
 		ts.onRegression = func() { co.regressed(ts) }
 		g.shards = append(g.shards, ts)
 	}
@@ -299,6 +307,9 @@ func (co *coherence) handle(ev topic.Event) {
 		if co.hookDropped != nil {
 			co.hookDropped(ts.name, m.ids)
 		}
+		if co.onInval != nil {
+			co.onInval(ts.name, m.ids)
+		}
 	case topic.Subscribed:
 		if !ev.Resubscribed {
 			return
@@ -360,7 +371,13 @@ func (g *tableGroup) fillStats(s *Stats) {
 	if since := g.degradedSince.Load(); since != 0 {
 		s.Degraded, s.DegradedSince = true, time.Unix(0, since)
 	}
+	var delays [histBuckets]int64
+	defer func() {
+		s.PropagationP50, s.PropagationP99 = quantile(&delays, 0.5), quantile(&delays, 0.99)
+		s.PropagationHistogram = histogramOf(&delays)
+	}()
 	for _, ts := range g.shards {
+		ts.delays.addTo(&delays)
 		s.InvalidationsReceived += ts.received.Load()
 		s.Gaps += ts.gaps.Load()
 		s.Regressions += ts.regressions.Load()

@@ -61,6 +61,21 @@
 // Nothing missed, no flush; a lost message costs at most one reconcile interval. Until a table's subscription is
 // confirmed its L1 takes nothing.
 //
+// A process does not apply its own invalidations twice: each write's token carries its
+// Cache's prefix, and the subscriber skips the drops of a message with it (the writer
+// dropped its entry after the script ran), following its sequence as usual.
+// [Config].OnInvalidation is called after each message is applied, for metrics or to wait
+// on propagation exactly; [Stats] reports the propagation delay as a histogram with its
+// p50 and p99.
+//
+// Shards: a table declared with tables.Spec.Shards = N > 1 spreads its rows over N hash
+// tags, ecc:{<table>#<i>}:<id> with i = keys.ShardOf(id, N), so a large or hot table spans
+// a cluster's primaries. Each shard has its own coherence record and invalidation channel
+// and every script runs on one shard's slot; Set and Invalidate go to the ids' shards,
+// GetMany sends one MGET per shard in one pipeline, InvalidateAll flushes every shard, and
+// the reconcile reads every shard's record. A gap or regression on one shard flushes the
+// whole table's L1 (which ids were lost is unknown). Every process must declare the same N.
+//
 // Fill races: every L1 install passes through one method that refuses an id whose
 // generation (read before the L2 GET) moved meanwhile, and checks it again after the
 // install, deleting the entry if an invalidation slipped in; every L2 fill is fenced by its

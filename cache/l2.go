@@ -364,12 +364,13 @@ func writeReply(op, key string, r valkey.ValkeyResult) error {
 	return nil
 }
 
-// setRow runs cache_set: write the row of id, bump the record, publish. written is false
+// setRow runs cache_set: write the row of id, bump the record, publish; token is the
+// write's (the row's version too: one token per call). written is false
 // when a versioned row was refused because L2 holds a higher version (the reply 0): nothing
 // was written or published.
-func (c *Cache) setRow(ctx context.Context, tk tableKeys, id, row string, px time.Duration) (written bool, err error) {
+func (c *Cache) setRow(ctx context.Context, tk tableKeys, token, id, row string, px time.Duration) (written bool, err error) {
 	r := scriptSet.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
-		[]string{newToken(), strconv.FormatInt(pxMillis(px), 10), id, row})
+		[]string{token, strconv.FormatInt(pxMillis(px), 10), id, row})
 	if err := writeReply("cache_set", tk.recordKey, r); err != nil {
 		return false, err
 	}
@@ -382,13 +383,13 @@ func (c *Cache) setRow(ctx context.Context, tk tableKeys, id, row string, px tim
 // invalidateRows runs cache_invalidate for ids (at most invalidateBatch of them).
 func (c *Cache) invalidateRows(ctx context.Context, tk tableKeys, ids []string) error {
 	args := make([]string, 0, 1+len(ids))
-	args = append(append(args, newToken()), ids...)
+	args = append(append(args, c.writeToken()), ids...)
 	return writeReply("cache_invalidate", tk.recordKey, scriptInval.Exec(ctx, c.client, []string{tk.recordKey, tk.channel}, args))
 }
 
 // flushTable runs cache_flush until its walk ends: every row deleted, then a new epoch.
 func (c *Cache) flushTable(ctx context.Context, tk tableKeys) error {
-	token, cursor := newToken(), "0"
+	token, cursor := c.writeToken(), "0"
 	for {
 		arr, err := scriptFlush.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
 			[]string{token, cursor, strconv.Itoa(flushScanCount)}).ToArray()

@@ -40,7 +40,8 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 		return fmt.Errorf("cache: table %s: Set: %w", t.spec.Name, err)
 	}
 	px := t.jitter(t.spec.TTL)
-	vrow, err := t.valueRowOf(v, idStr, newToken(), 0, px)
+	token := t.c.writeToken()
+	vrow, err := t.valueRowOf(v, idStr, token, 0, px)
 	if err != nil {
 		return fmt.Errorf("cache: Set: %w", err)
 	}
@@ -48,7 +49,7 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 	if !t.c.brk.allow() {
 		err = t.unavailable(idStr)
 	} else {
-		written, err = t.c.setRow(ctx, coherenceKeys(shard), idStr, vrow, px)
+		written, err = t.c.setRow(ctx, coherenceKeys(shard), token, idStr, vrow, px)
 	}
 	t.Forget(id)
 	if err != nil {
