@@ -72,15 +72,16 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 		return out, err
 	}
 	var absent, unreadable, others []int
+	vals := make([]V, len(rows)) // decoded in place: no allocation per row of ours
 	for i, rr := range rows {
 		if !rr.exists {
 			absent = append(absent, i)
 			continue
 		}
 		r := parseRow(rr.val)
-		if v, err, done := t.fromRow(ctx, rest[i], keys[i], gens[i], r, rr.ttl, sent); done {
+		if err, done := t.fromRowInto(ctx, rest[i], keys[i], gens[i], r, rr.ttl, sent, &vals[i]); done {
 			if err == nil {
-				out[rest[i]] = v
+				out[rest[i]] = vals[i]
 			}
 			continue
 		}

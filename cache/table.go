@@ -27,8 +27,17 @@ type TableOpts[K ID, V any] struct {
 	// BatchLoad serves GetMany's misses in one call. Default: GetMany calls the table's
 	// Loader for each missing id, up to DefaultLoadConcurrency at a time.
 	BatchLoad BatchLoader[K, V]
-	// Codec encodes values for L2. Default: JSON[V].
+	// Codec encodes values for L2. Default: JSON[V]; Msgpack[V] makes smaller rows and
+	// allocates less per decode.
 	Codec Codec[V]
+	// CompressAbove compresses payloads of at least this many bytes (as the codec wrote
+	// them) with DEFLATE (compress/flate, BestSpeed) before they go to L2, and inflates them
+	// on reads: for large values, where bytes on the wire and in Valkey's memory cost more
+	// than the CPU. Every payload of such a table opens with one byte telling plain from
+	// compressed, so turning it on (or off) for a table makes its existing rows unreadable:
+	// they are counted in Stats.CorruptRows and refilled. Default 0: off (payloads are the
+	// codec's bytes as they are).
+	CompressAbove int
 	// Version makes the table's writes versioned: it reads a value's version, a number that
 	// grows with every change of the value in the source of truth (a revision, an updated_at
 	// in ms or µs). Set and fills then write versioned rows, and a Set whose value is older
@@ -134,6 +143,12 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 		t.batch = opts.BatchLoad
 		if opts.Codec != nil {
 			t.codec = opts.Codec
+		}
+		switch {
+		case opts.CompressAbove < 0:
+			return nil, fmt.Errorf("%w: NewTable %s: TableOpts.CompressAbove is %d; a size in bytes, or 0 for off", ErrInvalid, spec.Name, opts.CompressAbove)
+		case opts.CompressAbove > 0:
+			t.codec = compressed[V]{inner: t.codec, above: opts.CompressAbove}
 		}
 		t.version = opts.Version
 	}
@@ -312,23 +327,31 @@ func (t *Table[K, V]) needTTL() bool { return t.spec.L1Enabled() }
 // or a not-found is installed in L1 (through install) and returned with done set. Anything
 // else (no row, a lease, bytes that do not decode) is left to the fill, done unset.
 func (t *Table[K, V]) fromRow(ctx context.Context, id K, key string, g gen, r row, ttl pttl, sent int64) (v V, err error, done bool) {
+	err, done = t.fromRowInto(ctx, id, key, g, r, ttl, sent, &v)
+	return v, err, done
+}
+
+// fromRowInto is fromRow decoding into *dst, so that a batch decodes into one slice with no
+// allocation of its own per row.
+func (t *Table[K, V]) fromRowInto(ctx context.Context, id K, key string, g gen, r row, ttl pttl, sent int64, dst *V) (err error, done bool) {
 	switch r.kind {
 	case rowValue:
-		if err := decode(t.codec, r.payload, &v); err != nil {
-			return v, nil, false // the fill counts it as corrupt and replaces it
+		if err := decode(t.codec, r.payload, dst); err != nil {
+			return nil, false // the fill counts it as corrupt and replaces it
 		}
 		t.st.l2Hits.Add(1)
 		if ttl != pttlGone && ttl != pttlUnread {
-			t.install(id, g, t.newEntry(v, false, sent, ttl, r.delta, r.version))
+			t.install(id, g, t.newEntry(*dst, false, sent, ttl, r.delta, r.version))
 		}
 		t.maybeRefreshFromRow(ctx, id, key, r, ttl, sent)
-		return v, nil, true
+		return nil, true
 	case rowNotFound:
 		t.st.l2Hits.Add(1)
 		if ttl != pttlGone && ttl != pttlUnread {
-			t.install(id, g, t.newEntry(v, true, sent, ttl, r.delta, ""))
+			var zero V
+			t.install(id, g, t.newEntry(zero, true, sent, ttl, r.delta, ""))
 		}
-		return v, ErrNotFound, true
+		return ErrNotFound, true
 	}
-	return v, nil, false
+	return nil, false
 }
