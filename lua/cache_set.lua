@@ -41,7 +41,9 @@
 --          microseconds (decimal), prev (the record's last before this call, "" when it had
 --          none), this call's token, then one field per id invalidated (none after a flush:
 --          the whole table). Ids hold no control bytes and tokens no "\n", so splitting on
---          "\n" is exact. A subscriber drops the named ids from its L1, and flushes the
+--          "\n" is exact. A subscriber drops the named ids from its L1 (a writer that dropped
+--          its own copies after its call may skip the ids of a message carrying its own token;
+--          the Go cache gives its tokens a per-process prefix for that), and flushes the
 --          table's L1 when the epoch changes, when seq is not the last one seen plus 1 (a lost
 --          message), or when prev is not the token of the last message it applied: the record
 --          went back in time (a restore from a snapshot, a lagging replica promoted), even if
