@@ -19,6 +19,20 @@ import (
 func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fillRead) (V, error) {
 	var zero V
 	t.st.misses.Add(1)
+	if rd.leased != "" {
+		// A lease this read took and no fill loaded under (this caller joined a flight that
+		// ended without meeting it) is released, so no process waits it out.
+		defer t.unoffer(ctx, idStr, key, rd.leased)
+	}
+	if ctx.Done() == nil && t.hookJoined == nil {
+		// A caller that cannot give up runs (or joins) the fill on its own goroutine, as
+		// groupcache does: no goroutine to start and switch to on a cold miss.
+		v, err, _ := t.sf.Do(idStr, func() (any, error) { return t.fillFlight(ctx, id, idStr, key, rd) })
+		if err != nil {
+			return zero, err
+		}
+		return *v.(*V), nil
+	}
 	ch := t.sf.DoChan(idStr, func() (any, error) { return t.fillFlight(ctx, id, idStr, key, rd) })
 	if t.hookJoined != nil {
 		t.hookJoined(idStr)
@@ -35,6 +49,40 @@ func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fill
 	}
 }
 
+// Leases taken by reads. A miss's read takes the fill lease where no row is (readOrLease),
+// then joins the id's flight. The flight loads under that lease: at once when it is the
+// flight this read started, or when it meets the lease (its token offered here) while it
+// waits, if the read joined a flight already under way. No flight of this process ever
+// waits on a lease this process took and offered.
+
+// offer makes the lease token, taken by a read of idStr, available to the id's flight.
+func (t *Table[K, V]) offer(idStr, token string) {
+	t.leaseMu.Lock()
+	t.leases[idStr] = token
+	t.leaseMu.Unlock()
+}
+
+// take claims the offered lease token of idStr for a fill; false if it is not offered.
+func (t *Table[K, V]) take(idStr, token string) bool {
+	t.leaseMu.Lock()
+	defer t.leaseMu.Unlock()
+	if t.leases[idStr] != token {
+		return false
+	}
+	delete(t.leases, idStr)
+	return true
+}
+
+// unoffer withdraws an offered lease no fill took, and releases it in L2.
+func (t *Table[K, V]) unoffer(ctx context.Context, idStr, key, token string) {
+	if !t.take(idStr, token) {
+		return
+	}
+	rctx, cancel := t.c.detach(ctx, t.spec.L2Timeout)
+	defer cancel()
+	t.release(rctx, key, token)
+}
+
 // fillRead is a read of the row that a fill acts on: the reply, the id's generation read
 // before the request (an invalidation after it refuses the install) and the clock before
 // the request (the base of the L1 deadline).
@@ -42,6 +90,7 @@ type fillRead struct {
 	rowRead
 	g      gen
 	readAt int64
+	leased string // the lease token the read took (readOrLease), "" if it took none
 }
 
 // fillFlight is one fill of id, starting from the read rd: a value or not-found ends it;
@@ -72,6 +121,9 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		if t.hookAfterRead != nil {
 			t.hookAfterRead(idStr)
 		}
+		if rd.leased != "" && t.take(idStr, rd.leased) {
+			return t.loadAndWrite(ctx, id, idStr, key, rd.leased, rd.g)
+		}
 		r := row{kind: rowAbsent}
 		if rd.exists {
 			r = parseRow(rd.val)
@@ -88,6 +140,10 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		leaseSent := t.clk.precise()
 		switch r.kind {
 		case rowLease:
+			if t.take(idStr, r.token) {
+				// A read of this process took this lease and joined this flight: load under it.
+				return t.loadAndWrite(ctx, id, idStr, key, r.token, rd.g)
+			}
 			if !waited {
 				waited = true
 				t.st.leaseWaits.Add(1)

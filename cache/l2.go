@@ -135,6 +135,45 @@ func (c *Cache) readRow(ctx context.Context, key string, withTTL bool) (val stri
 	return val, exists, pttl(n), nil
 }
 
+// readOrLease is a miss path's read of a row: SET key lease NX GET PX ttl (with the row's
+// PTTL pipelined behind when withTTL is set, one round trip): where a row is, nothing is
+// written and the reply is the row, as a GET would read it; where none is, the fill lease is
+// written at once and acquired is set, so a cold miss takes its lease in the same round trip
+// as its read.
+//
+// SET NX GET is a write, so valkey-go does not retry it over a broken connection as it
+// retries a GET, and the first send may have landed: it is sent once more, with the same
+// lease, and a reply that is this very lease says the first one took it.
+func (c *Cache) readOrLease(ctx context.Context, key, lease string, ttl time.Duration, withTTL bool) (val string, exists, acquired bool, rowTTL pttl, err error) {
+	val, exists, acquired, rowTTL, err = c.readOrLeaseOnce(ctx, key, lease, ttl, withTTL)
+	var reply *valkey.ValkeyError
+	if err == nil || ctx.Err() != nil || errors.As(err, &reply) {
+		return val, exists, acquired, rowTTL, err
+	}
+	val, exists, acquired, rowTTL, err = c.readOrLeaseOnce(ctx, key, lease, ttl, withTTL)
+	if err == nil && exists && val == lease {
+		return "", false, true, rowTTL, nil
+	}
+	return val, exists, acquired, rowTTL, err
+}
+
+func (c *Cache) readOrLeaseOnce(ctx context.Context, key, lease string, ttl time.Duration, withTTL bool) (val string, exists, acquired bool, rowTTL pttl, err error) {
+	set := c.leaseCmd(key, lease, ttl)
+	if !withTTL {
+		acquired, val, err = leaseReply(key, c.client.Do(ctx, set))
+		return val, !acquired && err == nil, acquired, pttlUnread, err
+	}
+	res := c.client.DoMulti(ctx, set, c.client.B().Pttl().Key(key).Build())
+	if acquired, val, err = leaseReply(key, res[0]); err != nil {
+		return "", false, false, 0, err
+	}
+	n, err := res[1].AsInt64()
+	if err != nil {
+		return "", false, false, 0, l2err("PTTL", key, err)
+	}
+	return val, !acquired, acquired, pttl(n), nil
+}
+
 // readPTTL reads a row's remaining TTL.
 func (c *Cache) readPTTL(ctx context.Context, key string) (pttl, error) {
 	n, err := c.client.Do(ctx, c.client.B().Pttl().Key(key).Build()).AsInt64()

@@ -83,6 +83,11 @@ type Table[K ID, V any] struct {
 	refreshMu  sync.Mutex
 	refreshing map[string]int64 // id -> do not start another refresh before this time
 
+	// leases taken by reads of this process and not yet loaded under, by id: the fill of
+	// the id takes one over when it meets it (see fill.go).
+	leaseMu sync.Mutex
+	leases  map[string]string
+
 	l1Mu sync.Mutex // serializes flushes
 
 	cs *tableGroup // coherence, per shard: set once at declaration
@@ -138,6 +143,7 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 		load:       load,
 		codec:      JSON[V]{},
 		refreshing: make(map[string]int64),
+		leases:     make(map[string]string),
 	}
 	if opts != nil {
 		t.batch = opts.BatchLoad
@@ -296,7 +302,10 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	}
 	g := t.gens.read(stripeOf(id, t.ops))
 	sent := t.clk.precise()
-	val, exists, ttl, err := t.readRow(ctx, key, t.needTTL())
+	// The read takes the fill lease where no row is (SET NX GET): a cold miss reads and
+	// leases in one round trip; a row that is there is read as by GET, and nothing written.
+	token := newToken()
+	val, exists, acquired, ttl, err := t.readOrLease(ctx, key, token, t.needTTL())
 	if err != nil {
 		if t.degrades(ctx, err) {
 			return t.degradedGet(ctx, id, idStr, err)
@@ -308,9 +317,14 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 			return v, TierL2, err
 		}
 	}
-	// The fill starts from this read (no row, a lease, bytes to reclaim): g was read before
-	// it, so an invalidation since then refuses the fill's install as it would this one's.
+	// The fill starts from this read (the lease it took, another filler's lease, bytes to
+	// reclaim): g was read before it, so an invalidation since then refuses the fill's
+	// install as it would this one's.
 	rd := fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, readAt: sent}
+	if acquired {
+		rd.leased = token
+		t.offer(idStr, token)
+	}
 	v, err := t.fill(ctx, id, idStr, key, rd)
 	if err != nil && t.degrades(ctx, err) {
 		return t.degradedGet(ctx, id, idStr, err)

@@ -64,11 +64,12 @@ end
 if #px > 15 or not string.match(px, '^[0-9]+$') or tonumber(px) < 1 then
   return redis.error_reply('ECCARG px must be an integer in [1, 999999999999999]')
 end
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'none' and kind ~= 'string' then
-  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a string')
+-- One read answers both the row's type and its bytes: a key of another type fails the GET,
+-- and only then is TYPE asked, for the error's text.
+local cur = redis.pcall('GET', KEYS[1])
+if type(cur) == 'table' and cur['err'] then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ', not a string')
 end
-local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
 local head = string.sub(cur, 1, 3)
 if (head ~= '\236\1L' and head ~= '\236\1R' and head ~= '\236\1S') or string.sub(cur, 4, 19) ~= token then
