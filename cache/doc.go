@@ -8,8 +8,12 @@
 //     deadlines against a coarse clock that the hits themselves and a ticker keep current,
 //     and against the precise clock within 20 ms of a deadline; only a process starved for
 //     longer than that, with few hits, can serve an entry late, by the starvation.)
-//   - L2 is the row ecc:{<table>}:<id>, read with its PTTL in one round trip. Its value is
-//     decoded by the table's [Codec] (JSON by default) and installed in L1.
+//   - L2 is the row ecc:{<table>}:<id>, read with its PTTL in one round trip. The read is
+//     SET NX GET of a fill lease: where a row is, nothing is written and the reply is the
+//     row; where none is, the lease is taken in the same round trip, so a cold miss costs
+//     two round trips (the read, then the fill's write), as a raw GET and SET do. The value
+//     is decoded by the table's [Codec] (JSON by default; [Msgpack] allocates less) and
+//     installed in L1.
 //   - The loader runs when neither has the id. The fill is single-flight in the process and
 //     guarded across processes by a fill lease written into the row (SET NX PX): however
 //     many goroutines and processes miss one id at once, the loader runs once, and a filler
