@@ -147,8 +147,15 @@ func (c *Cache) readRow(ctx context.Context, key string, withTTL bool) (val stri
 func (c *Cache) readOrLease(ctx context.Context, key, lease string, ttl time.Duration, withTTL bool) (val string, exists, acquired bool, rowTTL pttl, err error) {
 	val, exists, acquired, rowTTL, err = c.readOrLeaseOnce(ctx, key, lease, ttl, withTTL)
 	var reply *valkey.ValkeyError
-	if err == nil || ctx.Err() != nil || errors.As(err, &reply) {
+	switch {
+	case err == nil || ctx.Err() != nil:
 		return val, exists, acquired, rowTTL, err
+	case errors.As(err, &reply):
+		// A server that refuses writes (out of memory under noeviction, a read-only replica,
+		// too few replicas) still serves reads: read the row with GET, as before leases were
+		// taken by reads. A fill that follows fails to take its lease and says so.
+		val, exists, rowTTL, err = c.readRow(ctx, key, withTTL)
+		return val, exists, false, rowTTL, err
 	}
 	val, exists, acquired, rowTTL, err = c.readOrLeaseOnce(ctx, key, lease, ttl, withTTL)
 	if err == nil && exists && val == lease {
