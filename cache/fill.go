@@ -49,40 +49,6 @@ func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fill
 	}
 }
 
-// Leases taken by reads. A miss's read takes the fill lease where no row is (readOrLease),
-// then joins the id's flight. The flight loads under that lease: at once when it is the
-// flight this read started, or when it meets the lease (its token offered here) while it
-// waits, if the read joined a flight already under way. No flight of this process ever
-// waits on a lease this process took and offered.
-
-// offer makes the lease token, taken by a read of idStr, available to the id's flight.
-func (t *Table[K, V]) offer(idStr, token string) {
-	t.leaseMu.Lock()
-	t.leases[idStr] = token
-	t.leaseMu.Unlock()
-}
-
-// take claims the offered lease token of idStr for a fill; false if it is not offered.
-func (t *Table[K, V]) take(idStr, token string) bool {
-	t.leaseMu.Lock()
-	defer t.leaseMu.Unlock()
-	if t.leases[idStr] != token {
-		return false
-	}
-	delete(t.leases, idStr)
-	return true
-}
-
-// unoffer withdraws an offered lease no fill took, and releases it in L2.
-func (t *Table[K, V]) unoffer(ctx context.Context, idStr, key, token string) {
-	if !t.take(idStr, token) {
-		return
-	}
-	rctx, cancel := t.c.detach(ctx, t.spec.L2Timeout)
-	defer cancel()
-	t.release(rctx, key, token)
-}
-
 // fillRead is a read of the row that a fill acts on: the reply, the id's generation read
 // before the request (an invalidation after it refuses the install) and the clock before
 // the request (the base of the L1 deadline).
