@@ -1,6 +1,9 @@
 package cache
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Leases taken by reads. A miss's read takes the fill lease where no row is (readOrLease),
 // then joins the id's flight. The flight loads under that lease: at once when it is the
@@ -34,4 +37,36 @@ func (t *Table[K, V]) unoffer(ctx context.Context, idStr, key, token string) {
 	rctx, cancel := t.c.detach(ctx, t.spec.L2Timeout)
 	defer cancel()
 	t.release(rctx, key, token)
+}
+
+// releaseLater gives back, in the background, a lease a read may have taken before its reply
+// was lost (a timeout, a broken connection): cache_fill releases it only if the row still
+// holds it. It tries for one LeaseTTL, every L2Timeout while the breaker lets reads through,
+// then leaves the lease to expire.
+func (t *Table[K, V]) releaseLater(key, token string) {
+	if !t.c.enter() {
+		return
+	}
+	go func() {
+		defer t.c.leave()
+		ctx, cancel := t.c.detach(context.Background(), t.spec.LeaseTTL())
+		defer cancel()
+		tick := time.NewTicker(t.spec.L2Timeout)
+		defer tick.Stop()
+		for {
+			if t.c.brk.allow() { // while the breaker is open, Valkey is not asked
+				bctx, bcancel := t.l2ctx(ctx)
+				_, err := t.c.finishFill(bctx, key, token, "", 1)
+				bcancel()
+				if err == nil || !unreachable(err) {
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 }

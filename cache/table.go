@@ -307,6 +307,11 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	token := newToken()
 	val, exists, acquired, ttl, err := t.readOrLease(ctx, key, token, t.needTTL())
 	if err != nil {
+		if unreachable(err) {
+			// The read may have taken the lease before its reply was lost: give it back once
+			// Valkey answers, so no process waits it out.
+			t.releaseLater(key, token)
+		}
 		if t.degrades(ctx, err) {
 			return t.degradedGet(ctx, id, idStr, err)
 		}
