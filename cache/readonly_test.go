@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,4 +46,31 @@ func TestReadsWhenWritesRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cache.TierDegraded, tier, "no row and no lease to take: the loader answers")
 	require.Equal(t, "name-absent", u.Name)
+}
+
+// TestLostReadReleasesItsLease: a miss's read (SET NX GET) sent to a stopped server times out,
+// and the server runs it once it is continued, leaving the read's lease; the read gives it
+// back as soon as Valkey answers, so nobody waits out the lease's lifetime (LeaseTTL).
+func TestLostReadReleasesItsLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := valkeytest.Start(t, valkeytest.WithoutPersistence())
+	client := srv.Client(t)
+	src := &source{}
+	spec := tables.Spec{Name: tableName(t), L2Timeout: 100 * time.Millisecond, DegradedLoads: tables.Off, LoaderTimeout: 10 * time.Second}
+	tbl := newTable(t, newCache(t, client), spec, src)
+	key := rowKey(t, tbl, "k")
+	require.NoError(t, srv.Stop())
+	_, err := tbl.Get(ctx, "k")
+	require.ErrorIs(t, err, cache.ErrL2Timeout)
+	require.NoError(t, srv.Continue())
+	continued := time.Now()
+	valkeytest.Eventually(t, 5*time.Second, "the lost read's lease to be given back", func() bool {
+		return readRaw(t, client, key) == ""
+	})
+	require.Less(t, time.Since(continued), tbl.Spec().LeaseTTL()/2, "well before the lease would expire")
+	require.Zero(t, src.calls.Load())
+	_, err = tbl.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Zero(t, tbl.Stats().LeaseWaits, "the next read waited on no lease")
 }
