@@ -2,9 +2,11 @@
 
 .PHONY: help setup demo test fuzz soak protocol
 
-# The nested modules: the demo service (SQLite, Prometheus) and the peers measured by make bench.
-SERVICE := examples/service
-PEERS   := bench/peers
+# The nested modules: the demo service (SQLite, Prometheus), the peers measured by make bench, and
+# a user's module that imports echotest as users do.
+SERVICE  := examples/service
+PEERS    := bench/peers
+USERTEST := echotest/internal/usertest
 DEMO_ARGS ?=
 
 help: ## Show this help
@@ -25,6 +27,7 @@ test: setup ## go vet, then all tests with the race detector; the nested modules
 	go vet ./...
 	go test -race -count=1 -timeout 15m ./...
 	cd $(SERVICE) && go vet ./... && go test -count=1 -timeout 10m ./...
+	cd $(USERTEST) && go vet ./... && go test -race -count=1 -timeout 5m ./...
 	cd $(PEERS) && go vet ./...
 
 protocol: ## Regenerate PROTOCOL.md from the grammar (keys/) and the script headers (lua/*.lua); a test fails when it is stale
@@ -33,7 +36,7 @@ protocol: ## Regenerate PROTOCOL.md from the grammar (keys/) and the script head
 fuzz: ## Fuzz keys/ (FuzzParse) for 60 s
 	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/
 
-.PHONY: bench bench-check bench-quick
+.PHONY: bench bench-check bench-quick bench-profile
 
 bench: setup ## Benchmarks: own valkey-server, core + peers, writes bench/REPORT.md (under 15 min)
 	bash bench/run.sh report
@@ -43,6 +46,9 @@ bench-check: setup ## Fresh run; fails if a ratio of ours is worse than in bench
 
 bench-quick: setup ## Two short benchmark rounds, report into a temp dir (smoke test, numbers not for use)
 	bash bench/run.sh quick
+
+bench-profile: setup ## Where an EchoMQ worker's time goes: server µs/job by script, server and client CPU/job, jobs per claim, round trips in flight (PROFILE_C=20,100 PROFILE_JOBS=20000 PROFILE_ROUNDS=3 PROFILE_PREFETCH=)
+	bash bench/run.sh profile
 
 soak: setup ## Crash and model soak: 100,000 jobs and 20 SIGKILLs, the zombie, the protocol model at 2,000 checks, the cluster soak at 3 x 20,000 jobs, delayed jobs picked up within 20 ms (p99)
 	EMQ_SOAK=1 go test -race -count=1 -timeout 60m -run '^(TestWorkerKill|TestWorkerZombie|TestProtocolModel|TestClusterSoak|TestWorkerPickupOnTime)$$' ./bus/ -rapid.checks=2000

@@ -29,10 +29,11 @@ var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 // before the timer starts (untimed, in batches of 1,000), then a bus.Worker with concurrency
 // c and a no-op typed handler (its args are decoded) starts, and the timer stops at the
 // b.N-th accepted complete (asynq's stops at the b.N-th handler return). ns/op is per job;
-// jobs/s is b.N over that span. Run it with a fixed -benchtime (run.sh uses 4000x): every b.N
-// tried costs a worker start.
+// jobs/s is b.N over that span. The worker's defaults hold but for Concurrency (Prefetch
+// included). Run it with a fixed -benchtime (run.sh uses 4000x): every b.N tried costs a
+// worker start.
 func BenchmarkBusJobs(b *testing.B) {
-	for _, c := range []int{1, 8, 20} {
+	for _, c := range []int{1, 8, 20, 100} {
 		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) { benchBusJobs(b, c) })
 	}
 }
@@ -89,5 +90,56 @@ func benchBusJobs(b *testing.B, concurrency int) {
 	if s := w.Stats(); s.Completed != int64(n) || s.Claimed != int64(n) {
 		b.Fatalf("claimed %d, completed %d of %d", s.Claimed, s.Completed, n)
 	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), UnitJobsPerSec)
+}
+
+// BenchmarkBusCeiling is the batched protocol's ceiling, the spike row the worker's
+// throughput at concurrency 100 is compared with: b.N jobs are enqueued before the timer (in
+// batches of 100), then, with no worker, one claim of 100 and one completemany of the 100
+// claimed jobs per 100 jobs, one call after the other, until the queue is empty. ns/op is per
+// job; jobs/s is b.N over that span. It is what the scripts and one round trip per call cost
+// with nothing else in the way: no handlers, no heartbeats, no hand-offs.
+func BenchmarkBusCeiling(b *testing.B) {
+	ctx := context.Background()
+	bb, err := bus.New(valkeytest.Shared(b).Client(b), bus.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	queue := UniqueName(b.Name())
+	payload, err := bus.EncodeTask("noop", jobArgs{OrderID: 123456, Action: "settle", Amount: 4200}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const per = 100
+	batch := make([]bus.NewJob, per)
+	for i := range batch {
+		batch[i].Payload = payload
+	}
+	n := b.N
+	for left := n; left > 0; left -= per {
+		if _, err := bb.EnqueueBatch(ctx, queue, batch[:min(per, left)], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	done := 0
+	for done < n {
+		jobs, err := bb.Claim(ctx, queue, &bus.ClaimOpts{Count: per})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(jobs) == 0 {
+			b.Fatalf("the queue ran dry after %d of %d jobs", done, n)
+		}
+		refused, err := bb.CompleteMany(ctx, jobs, nil)
+		if err != nil || len(refused) > 0 {
+			b.Fatalf("completemany: %v, %d refused", err, len(refused))
+		}
+		done += len(jobs)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
 	b.ReportMetric(float64(n)/elapsed.Seconds(), UnitJobsPerSec)
 }

@@ -9,11 +9,18 @@
 #                         and more than the two runs' spreads added
 #   bench/run.sh quick    make bench-quick: 2 short rounds into a temp dir,
 #                         to see that everything runs; numbers not for use
+#   bench/run.sh profile  make bench-profile: where an EchoMQ worker's time
+#                         goes (bench/cmd/emqprofile): server µs per job by
+#                         script, server and client CPU per job, jobs per
+#                         claim, round trips in flight; prints a table
 #
 # One throwaway valkey-server (no persistence, loopback, a free port) serves
 # the whole run: both modules' benchmark binaries get it as VALKEY_ADDR.
-# Rounds are interleaved (core, peers, core jobs, peers jobs; repeat) so that
-# drift during the run affects both sides of every ratio alike.
+# Rounds are interleaved (core, peers, core jobs, peers jobs, BullMQ jobs;
+# repeat) so that drift during the run affects both sides of every ratio alike.
+# BullMQ is a Node peer: bench/peers/bullmq pins it in package-lock.json and
+# the run installs it there with `npm ci` (Node and npm must be installed;
+# without them, or when the install fails, its rows say not measured).
 #
 # Knobs (environment): BENCH_COUNT rounds (default 8; at least 5 for a
 # report: more, shorter rounds give the medians and the outlier filter more
@@ -39,8 +46,14 @@ quick)
 	btime=${BENCH_TIME:-100ms}
 	jobs=${BENCH_JOBS:-500x}
 	;;
+profile)
+	# Knobs: PROFILE_JOBS jobs per drain (default 20000), PROFILE_ROUNDS
+	# (default 3), PROFILE_C concurrencies (default 20,100), PROFILE_PREFETCH
+	# WorkerConfig.Prefetch values to compare (default: the worker's default).
+	count=5
+	;;
 *)
-	echo "usage: $0 report|check|quick" >&2
+	echo "usage: $0 report|check|quick|profile" >&2
 	exit 2
 	;;
 esac
@@ -76,14 +89,30 @@ errlog=$work/stderr.txt
 started=$(date +%s)
 load_start=$(cut -d' ' -f1 /proc/loadavg)
 
-log "building benchmark binaries and the report tool"
-go build -o "$work/benchreport" ./bench/cmd/benchreport
-go test -c -o "$work/core.test" ./bench
-peers=1
-if ! (cd bench/peers && go test -c -o "$work/peers.test" .) 2>"$work/peers-build.txt"; then
-	peers=0
-	log "the peers module (bench/peers) does not build; its rows will say not measured:"
-	cat "$work/peers-build.txt" >&2
+peers=0
+bullmq=0
+if [ "$mode" = profile ]; then
+	log "building the profile tool"
+	go build -o "$work/emqprofile" ./bench/cmd/emqprofile
+else
+	log "building benchmark binaries and the report tool"
+	go build -o "$work/benchreport" ./bench/cmd/benchreport
+	go test -c -o "$work/core.test" ./bench
+	peers=1
+	if ! (cd bench/peers && go test -c -o "$work/peers.test" .) 2>"$work/peers-build.txt"; then
+		peers=0
+		log "the peers module (bench/peers) does not build; its rows will say not measured:"
+		cat "$work/peers-build.txt" >&2
+	fi
+	bullmq=0
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		log "node or npm is missing: the BullMQ rows will say not measured"
+	elif (cd bench/peers/bullmq && npm ci --no-audit --no-fund --loglevel=error) >"$work/bullmq-install.txt" 2>&1; then
+		bullmq=1
+	else
+		log "npm ci in bench/peers/bullmq failed; the BullMQ rows will say not measured:"
+		tail -5 "$work/bullmq-install.txt" >&2
+	fi
 fi
 
 command -v valkey-server >/dev/null || bash .ci/install-valkey
@@ -128,6 +157,15 @@ export VALKEY_ADDR=127.0.0.1:$port
 valkey_version=$(valkey-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')
 log "valkey-server $valkey_version on $VALKEY_ADDR (pid $server_pid)"
 
+if [ "$mode" = profile ]; then
+	pargs=(-jobs "${PROFILE_JOBS:-20000}" -rounds "${PROFILE_ROUNDS:-3}" -c "${PROFILE_C:-20,100}")
+	[ -n "${PROFILE_PREFETCH:-}" ] && pargs+=(-prefetch "$PROFILE_PREFETCH")
+	log "load average (1 min) at start: $(cut -d' ' -f1 /proc/loadavg) (above 2 on 2 cores: other work competes for the CPU)"
+	"$work/emqprofile" "${pargs[@]}"
+	log "valkey-server $valkey_version, $(go env GOVERSION), $(nproc) cores; load average (1 min) at end: $(cut -d' ' -f1 /proc/loadavg)"
+	exit 0
+fi
+
 # run BINARY DIR BENCHTIME ARGS...: one invocation, one round of the chosen
 # benchmarks. A failing benchmark prints --- FAIL in the output (the report
 # says so); the run goes on, and the exit status says so at the end.
@@ -141,12 +179,22 @@ run() {
 	fi
 }
 
+# run_bullmq: one round of BullMQ's end-to-end jobs, as many jobs as the Go
+# job benchmarks run (BENCH_JOBS without its x).
+run_bullmq() {
+	if ! (cd bench/peers/bullmq && node jobs.mjs "${jobs%x}" 1,8,20,100) >>"$raw" 2>>"$errlog"; then
+		failures=$((failures + 1))
+		log "node bench/peers/bullmq/jobs.mjs failed (see the report's Note column and stderr below)"
+	fi
+}
+
 for round in $(seq "$count"); do
 	log "round $round/$count"
-	run "$work/core.test" bench "$btime" -test.bench . -test.skip Jobs
+	run "$work/core.test" bench "$btime" -test.bench . -test.skip 'Jobs|Ceiling'
 	[ $peers = 1 ] && run "$work/peers.test" bench/peers "$btime" -test.bench . -test.skip Jobs
-	run "$work/core.test" bench "$jobs" -test.bench Jobs
+	run "$work/core.test" bench "$jobs" -test.bench 'Jobs|Ceiling'
 	[ $peers = 1 ] && run "$work/peers.test" bench/peers "$jobs" -test.bench Jobs
+	[ $bullmq = 1 ] && run_bullmq
 done
 
 elapsed=$(($(date +%s) - started))
@@ -159,6 +207,8 @@ cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
 peers_note="built and run"
 [ $peers = 1 ] || peers_note="FAILED TO BUILD (rows say not measured)"
+bullmq_note="BullMQ $(cd bench/peers/bullmq && node -p "require('./node_modules/bullmq/package.json').version" 2>/dev/null || echo '?') on Node $(node --version 2>/dev/null || echo '?'), installed by npm ci"
+[ $bullmq = 1 ] || bullmq_note="NOT INSTALLED (rows say not measured)"
 args=(
 	-env "command=make bench ($mode: $count interleaved rounds, -benchtime $btime, end-to-end jobs -benchtime $jobs)"
 	-env "date=$(date -u +%Y-%m-%dT%H:%MZ)"
@@ -168,6 +218,7 @@ args=(
 	-env "Go=$(go env GOVERSION), GOMAXPROCS=${GOMAXPROCS:-$(nproc)}"
 	-env "valkey-server=$valkey_version (one throwaway instance, no persistence, loopback)"
 	-env "peers module=$peers_note"
+	-env "Node peer=$bullmq_note"
 	-env "benchmark binaries failing=$failures invocation(s)"
 )
 

@@ -144,7 +144,7 @@ func (b *Bus) Pause(ctx context.Context, queue string) error {
 		return err
 	}
 	_, err = b.exec(ctx, lua.Run{Script: scPause, Keys: keysOf(scPause, q), Args: nil}, nil)
-	return errorFor(call{op: op, queue: queue}, err)
+	return b.listAfter(ctx, q, errorFor(call{op: op, queue: queue}, err))
 }
 
 // Resume lets a paused queue hand out work again and wakes idle workers when jobs are
@@ -156,7 +156,7 @@ func (b *Bus) Resume(ctx context.Context, queue string) error {
 		return err
 	}
 	_, err = b.exec(ctx, lua.Run{Script: scResume, Keys: keysOf(scResume, q), Args: nil}, nil)
-	return errorFor(call{op: op, queue: queue}, err)
+	return b.listAfter(ctx, q, errorFor(call{op: op, queue: queue}, err))
 }
 
 // SetMaxAttempts sets the queue's maximum of claims per job, which fail and reap use when the
@@ -171,7 +171,7 @@ func (b *Bus) SetMaxAttempts(ctx context.Context, queue string, n int) error {
 		return fmt.Errorf("%w: %s in queue %s: negative max attempts", ErrInvalid, op, queue)
 	}
 	_, err = b.exec(ctx, lua.Run{Script: scConfigure, Keys: keysOf(scConfigure, q), Args: []string{itoa(int64(n))}}, nil)
-	return errorFor(call{op: op, queue: queue}, err)
+	return b.listAfter(ctx, q, errorFor(call{op: op, queue: queue}, err))
 }
 
 // jobArg validates a job id argument.

@@ -95,7 +95,9 @@ func notNegative(where string, fields ...field) error {
 
 // Bus is EchoMQ over one valkey-go client: the queue verbs, inspection and broadcast topics.
 // It holds no goroutines and needs no closing; it is safe for concurrent use. Queues are
-// named by strings and need no declaration: a queue exists while one of its keys does.
+// named by strings and need no declaration: a queue exists while one of its keys does. The
+// first successful write of a Bus to a queue also adds the queue to the registry, which
+// [Bus.Queues] lists, empty queues included.
 type Bus struct {
 	client valkey.Client
 	cfg    Config
@@ -105,6 +107,7 @@ type Bus struct {
 	queues map[string]keys.Queue // names validated once; bounded by maxCachedQueues
 
 	resent atomic.Int64 // scripts sent again after the cluster refused them (execMulti)
+	reg    registry     // the queues this Bus added to the registry (registry.go)
 }
 
 // maxCachedQueues bounds the cache of validated queue names, so that a process fed endless
@@ -127,6 +130,11 @@ func New(client valkey.Client, cfg Config) (*Bus, error) {
 	}
 	return &Bus{client: client, cfg: cfg, topics: topics, queues: map[string]keys.Queue{}}, nil
 }
+
+// Client is the valkey client the Bus runs on, for tools and tests that read the keyspace
+// directly, with the key builders of package keys (package echotest reads a queue's sets
+// so).
+func (b *Bus) Client() valkey.Client { return b.client }
 
 // queue validates name once and returns its key builder.
 func (b *Bus) queue(op, name string) (keys.Queue, error) {

@@ -98,25 +98,39 @@ func claimed(q keys.Queue, msg valkey.ValkeyMessage, err error) ([]Job, error) {
 	if err != nil && !errors.Is(err, ErrNotDurable) {
 		return nil, errorFor(call{op: op, queue: q.Name()}, err)
 	}
+	var jobs []Job
+	if perr := parseClaimed(q, msg, func(j Job, _ string) { jobs = append(jobs, j) }); perr != nil {
+		return nil, perr
+	}
+	if jobs == nil {
+		jobs = []Job{}
+	}
+	return jobs, errorFor(call{op: op, queue: q.Name()}, err)
+}
+
+// parseClaimed reads the triples {id, payload, attempts, ...} of a claim reply (claim's, or
+// completeclaim's claimed list), calling each for every job with the id as the server spelled
+// it.
+func parseClaimed(q keys.Queue, msg valkey.ValkeyMessage, each func(j Job, id string)) error {
+	const op = "claim"
 	arr, aerr := msg.ToArray()
 	if aerr != nil || len(arr)%3 != 0 {
-		return nil, protocolError(op, "reply %v", msg)
+		return protocolError(op, "reply %v", msg)
 	}
-	jobs := make([]Job, 0, len(arr)/3)
 	for i := 0; i < len(arr); i += 3 {
 		s, _ := arr[i].ToString()
 		id, perr := keys.ParseJobID(s)
 		if perr != nil {
-			return nil, protocolError(op, "reply id %q: %v", s, perr)
+			return protocolError(op, "reply id %q: %v", s, perr)
 		}
 		payload, _ := arr[i+1].AsBytes() // a nil payload (a damaged row) reads as empty
 		token, terr := arr[i+2].AsInt64()
 		if terr != nil {
-			return nil, protocolError(op, "reply token %v", arr[i+2])
+			return protocolError(op, "reply token %v", arr[i+2])
 		}
-		jobs = append(jobs, Job{Queue: q.Name(), ID: id, Token: token, Payload: payload})
+		each(Job{Queue: q.Name(), ID: id, Token: token, Payload: payload}, s)
 	}
-	return jobs, errorFor(call{op: op, queue: q.Name()}, err)
+	return nil
 }
 
 // heldQueue validates the handle of a claimed job and returns its queue.
@@ -190,7 +204,7 @@ func (b *Bus) CompleteMany(ctx context.Context, jobs []Job, opts *CompleteOpts) 
 	if err != nil && !errors.Is(err, ErrNotDurable) {
 		return nil, errorFor(c, err)
 	}
-	refused, perr := completeManyReply(q.Name(), jobs, msg)
+	refused, perr := completeManyReplyOf(q.Name(), jobs, msg)
 	if perr != nil {
 		return nil, perr
 	}
@@ -205,29 +219,35 @@ func completeManyRun(q keys.Queue, jobs []Job) lua.Run {
 	return lua.Run{Script: scCompleteMany, Keys: keysOf(scCompleteMany, q), Args: args}
 }
 
-// completeManyReply decodes {retired, refused}, refused naming jobs by position.
-func completeManyReply(queue string, jobs []Job, msg valkey.ValkeyMessage) ([]*StaleError, error) {
-	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 2 {
-		return nil, protocolError("completemany", "reply %v", msg)
-	}
-	retired, err := arr[0].AsInt64()
-	flat, ferr := arr[1].ToArray()
+// completeManyReply decodes {retired, refused}, refused naming jobs by position: the reply of
+// completemany, or the first two elements of completeclaim's.
+func completeManyReply(queue string, jobs []Job, retiredMsg, refusedMsg valkey.ValkeyMessage) ([]*StaleError, error) {
+	retired, err := retiredMsg.AsInt64()
+	flat, ferr := refusedMsg.ToArray()
 	if err != nil || ferr != nil || len(flat)%2 != 0 || int(retired)+len(flat)/2 != len(jobs) {
-		return nil, protocolError("completemany", "reply %v", msg)
+		return nil, protocolError("completemany", "reply {%v, %v}", retiredMsg, refusedMsg)
 	}
 	var refused []*StaleError
 	for i := 0; i < len(flat); i += 2 {
 		pos, perr := flat[i].AsInt64()
 		reason, rerr := flat[i+1].ToString()
 		if perr != nil || rerr != nil || pos < 1 || int(pos) > len(jobs) {
-			return nil, protocolError("completemany", "reply %v", msg)
+			return nil, protocolError("completemany", "reply {%v, %v}", retiredMsg, refusedMsg)
 		}
 		j := jobs[pos-1]
 		reason, _ = strings.CutPrefix(reason, "EMQSTALE ")
 		refused = append(refused, &StaleError{Op: "complete", Queue: queue, ID: j.ID, Token: j.Token, Reason: StaleReason(reason)})
 	}
 	return refused, nil
+}
+
+// completeManyReplyOf decodes a completemany reply.
+func completeManyReplyOf(queue string, jobs []Job, msg valkey.ValkeyMessage) ([]*StaleError, error) {
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) != 2 {
+		return nil, protocolError("completemany", "reply %v", msg)
+	}
+	return completeManyReply(queue, jobs, arr[0], arr[1])
 }
 
 // CompleteAndClaim completes j and claims the next jobs of j's queue in one round trip (two

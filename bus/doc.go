@@ -94,12 +94,18 @@
 // The example of [Worker] runs that worker on one task.
 //
 // The worker runs at most Concurrency handlers and claims only as many jobs as it has free
-// slots. One goroutine talks to the server in pipelined round trips: the outcomes of the
-// handlers that finished (their completes in one [Bus.CompleteMany] call, each job fenced by
-// its own token), the heartbeat (one extend for every lease held, on one timer; a lost lease
-// cancels the handler's context with cause [ErrLeaseLost]), housekeeping (a bounded reap and
-// promote on a jittered timer, in every worker, with no leader) and the claim for the free
-// slots, so a busy worker completes and claims in one round trip. Idle, it
+// slots and prefetch buffer (WorkerConfig.Prefetch, none by default). One goroutine decides
+// what to send, in pipelined round trips: the outcomes of the handlers that finished, the
+// heartbeat (one extend for every lease held, on one timer; a lost lease cancels the
+// handler's context with cause [ErrLeaseLost]), housekeeping (a bounded reap and promote on a
+// jittered timer, in every worker, with no leader) and the claim for the free slots. The
+// completes and the claim go in one completeclaim script call, each finished job fenced by its
+// own token, so a busy worker completes and claims in one call of one round trip. Two round
+// trips are in flight at once: the next is built and sent while the previous is on the
+// server, and replies are applied in the order their round trips were sent. Handlers run on a
+// pool of Concurrency goroutines that take claimed jobs in claim order by themselves; a
+// kind's timeout is a deadline on the handler's context (ctx.Deadline reports it) enforced by
+// one timer for the whole worker. Idle, it
 // blocks on the wake list with BLPOP on a connection of its own (valkey-go's blocking pool, so
 // the shared pipeline never stalls) and arms a timer for the earliest scheduled run-at, read
 // on the server's clock ([Bus.NextDue]); it never polls on a fixed sleep. A job another
@@ -166,6 +172,17 @@
 // many schedulers see it, and the job's id ([keys.JobIDAt]) carries the tick as its mint
 // time. Pass [Worker.Handles] as [SchedulerConfig].Handles to have a kind no worker runs
 // reported where it fires. See examples/periodic.
+//
+// # Operating a queue
+//
+// [Bus.Queues] lists every queue a client wrote to, empty ones included: one sorted set
+// outside any hash tag (keys.QueueRegistry), which a Bus adds a queue to after its first
+// successful write and a [Worker] when it starts. Every Worker publishes its [WorkerStats]
+// every [WorkerConfig].StatsInterval (default 5 s) for tools in other processes;
+// [Bus.WorkerStats] sums the live workers' snapshots and [FleetStats.Rates] turns two reads
+// into rates. [WorkerConfig].Middleware and [HandlerOpts].Middleware wrap handlers
+// ([Middleware], [Handler], [Call]), once per kind at registration; package echotest runs a
+// handler the same way without a server.
 //
 // # Errors
 //

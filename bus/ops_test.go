@@ -88,6 +88,19 @@ func TestPauseResume(t *testing.T) {
 		jobs, err = b.Claim(ctx, name, nil)
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
+
+		// Scheduled work enqueued while paused: resume pushes "s", so idle workers read the
+		// schedule's head at once instead of at their wake timeout.
+		_, err = c.Do(ctx, c.B().Del().Key(q.Wake()).Build()).AsInt64()
+		require.NoError(t, err)
+		require.NoError(t, b.Pause(ctx, name))
+		_, err = b.Enqueue(ctx, name, []byte("later"), &bus.EnqueueOpts{Delay: time.Hour})
+		require.NoError(t, err)
+		require.Zero(t, wakeLen(), "no marker while paused")
+		require.NoError(t, b.Resume(ctx, name))
+		marker, err := c.Do(ctx, c.B().Lrange().Key(q.Wake()).Start(0).Stop(-1).Build()).AsStrSlice()
+		require.NoError(t, err)
+		require.Equal(t, []string{"s"}, marker, "resume with only scheduled work pushes s")
 	})
 }
 

@@ -168,7 +168,7 @@ func (b *Bus) DeclarePeriodic(ctx context.Context, queue string, p Periodic) err
 	row, _ := q.Periodic(p.Name) // the name was validated
 	args := []string{string(spec), string(payload), itoa(int64(b.cfg.MaxPayload))}
 	_, err = b.exec(ctx, lua.Run{Script: scPeriodicUpsert, Keys: []string{q.Periodics(), row}, Args: args}, nil)
-	return periodicError(op, queue, p.Name, err)
+	return b.listAfter(ctx, q, periodicError(op, queue, p.Name, err))
 }
 
 // RemovePeriodic deletes the schedule name of queue and reports whether it existed. Jobs it

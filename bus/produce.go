@@ -126,5 +126,5 @@ func (b *Bus) EnqueueBatch(ctx context.Context, queue string, jobs []NewJob, opt
 		created, _ := pair[1].AsInt64()
 		out[i] = Enqueued{ID: id, Duplicate: created == 0}
 	}
-	return out, errorFor(call{op: op, queue: queue}, err)
+	return out, b.listAfter(ctx, q, errorFor(call{op: op, queue: queue}, err))
 }

@@ -14,29 +14,30 @@ import (
 
 // The scripts the bus runs, looked up once. Each one's KEYS come from its header (keysOf).
 var (
-	scEnqueue      = lua.Get("enqueue")
-	scClaim        = lua.Get("claim")
-	scComplete     = lua.Get("complete")
-	scCompleteMany = lua.Get("completemany")
-	scFail         = lua.Get("fail")
-	scExtend       = lua.Get("extend")
-	scSnooze       = lua.Get("snooze")
-	scPromote      = lua.Get("promote")
-	scReap         = lua.Get("reap")
-	scPause        = lua.Get("pause")
-	scResume       = lua.Get("resume")
-	scConfigure    = lua.Get("configure")
-	scCancel       = lua.Get("cancel")
-	scRetry        = lua.Get("retry")
-	scPurge        = lua.Get("purge")
-	scCounts       = lua.Get("counts")
-	scLookup       = lua.Get("lookup")
-	scDue          = lua.Get("due")
+	scEnqueue       = lua.Get("enqueue")
+	scClaim         = lua.Get("claim")
+	scComplete      = lua.Get("complete")
+	scCompleteMany  = lua.Get("completemany")
+	scCompleteClaim = lua.Get("completeclaim")
+	scFail          = lua.Get("fail")
+	scExtend        = lua.Get("extend")
+	scSnooze        = lua.Get("snooze")
+	scPromote       = lua.Get("promote")
+	scReap          = lua.Get("reap")
+	scPause         = lua.Get("pause")
+	scResume        = lua.Get("resume")
+	scConfigure     = lua.Get("configure")
+	scCancel        = lua.Get("cancel")
+	scRetry         = lua.Get("retry")
+	scPurge         = lua.Get("purge")
+	scCounts        = lua.Get("counts")
+	scLookup        = lua.Get("lookup")
+	scDue           = lua.Get("due")
 )
 
 // scriptKeys is each bus script's KEYS, in header order, read from the headers themselves, so
 // the Go side cannot drift from the protocol.
-var scriptKeys = headerKeys(scEnqueue, scClaim, scComplete, scCompleteMany, scFail, scExtend, scSnooze,
+var scriptKeys = headerKeys(scEnqueue, scClaim, scComplete, scCompleteMany, scCompleteClaim, scFail, scExtend, scSnooze,
 	scPromote, scReap, scPause, scResume, scConfigure, scCancel, scRetry, scPurge, scCounts, scLookup, scDue)
 
 // headerKeys parses the grammar form of each script's declared KEYS (emq:{<q>}:pending) into

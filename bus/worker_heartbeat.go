@@ -17,9 +17,9 @@ type leaseGroup struct {
 	ids   map[keys.JobID]*inflight
 }
 
-// extendSteps renew the lease of every running handler's job (not of those whose outcome is
-// being sent, nor of those past their timeout), one extend per lease length: one in all
-// unless kinds name their own leases.
+// extendSteps renew the lease of every held job whose handler runs or waits for a pool
+// goroutine (not of those whose outcome is being sent, nor of those past their timeout), one
+// extend per lease length: one in all unless kinds name their own leases.
 func (l *loop) extendSteps() []step {
 	groups := l.leaseGroups(time.Now())
 	steps := make([]step, len(groups))
@@ -34,6 +34,8 @@ func (l *loop) extendSteps() []step {
 // by id only.
 func (l *loop) leaseGroups(now time.Time) []*leaseGroup {
 	var groups []*leaseGroup
+	l.ex.mu.Lock() // the handlers' start and timeout marks
+	defer l.ex.mu.Unlock()
 	for r := range l.held {
 		if r.lost || r.returned || r.timedOut(now) {
 			continue
@@ -81,14 +83,17 @@ func (l *loop) extendStep(g *leaseGroup) step {
 	}}
 }
 
-// extended applies one extend's reply: each lost lease cancels its handler; the other jobs
-// were renewed.
+// extended applies one extend's reply: each lost lease cancels its handler (or drops its job
+// before it starts); the other jobs were renewed. A job whose handler returned since the extend
+// was sent is left to its outcome, which may have retired it already: its fence answers for it.
 func (l *loop) extended(g *leaseGroup, lost []*StaleError) {
 	gone := make(map[keys.JobID]bool, len(lost))
 	for _, e := range lost {
 		gone[e.ID] = true
-		if r := g.ids[e.ID]; r != nil && !r.lost {
-			l.lostLease(r, e)
+		if r := g.ids[e.ID]; r != nil && !r.lost && !r.returned {
+			if _, held := l.held[r]; held {
+				l.lostLease(r, e)
+			}
 		}
 	}
 	for _, r := range g.held {
@@ -99,14 +104,17 @@ func (l *loop) extended(g *leaseGroup, lost []*StaleError) {
 }
 
 // lostLease cancels the handler of a job whose lease a heartbeat found lost (cause
-// [ErrLeaseLost]); its outcome will not be sent.
+// [ErrLeaseLost]); its outcome will not be sent. A job still waiting for a pool goroutine is
+// dropped: its handler never runs.
 func (l *loop) lostLease(r *inflight, e *StaleError) {
 	r.lost = true
 	// Count it before the handler can see it: a caller that learns of the loss from the
 	// handler's context finds it in Stats already.
 	l.w.emit(JobEvent{Type: JobLeaseLost, Job: r.job, Kind: r.kind, Err: e})
-	r.cancel(ErrLeaseLost)
-	if r.returned {
+	if l.ex.drop(r) {
+		l.busy--
 		delete(l.held, r)
+		return
 	}
+	l.ex.cancelRunning(r, ErrLeaseLost)
 }

@@ -1,13 +1,10 @@
 package bus
 
 import (
-	"context"
-	"errors"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"time"
-
-	"github.com/echocache/echocache/lua"
 )
 
 // Internal bounds of the worker's loop.
@@ -20,22 +17,39 @@ const (
 	maxClaim = 1000
 	// minBeat is the shortest heartbeat interval.
 	minBeat = 10 * time.Millisecond
+	// maxInFlight bounds the round trips in flight: while this many wait for their replies,
+	// finished handlers' outcomes queue up for the next one (back-pressure), so a round trip
+	// carries more the busier the server is. Two keep the client and the server both busy: one
+	// round trip is on the server while the worker applies the replies of the other and
+	// gathers the next.
+	maxInFlight = 2
 )
 
-// loop is the worker's one goroutine that talks to the server (besides the blocker), and its
-// state: only that goroutine touches a loop. Every round trip is one pipeline of the outcomes
-// of finished handlers, the heartbeat's extend, housekeeping, the claim for the free slots
-// and the schedule's head, in that order. Its steps live by role: worker_steps.go (claim,
-// housekeeping, the schedule's head), worker_heartbeat.go, worker_outcome.go and
-// worker_exec.go (starting a claimed job).
+// loop is the worker's one goroutine that decides what to send (besides the blocker), and its
+// state: only that goroutine touches a loop. A round trip is one pipeline of the outcomes of
+// finished handlers, the heartbeat's extend, housekeeping, the claim for the free slots and
+// the schedule's head, in that order (the completes and the claim in one completeclaim when
+// both are due and no housekeeping goes along). Up to maxInFlight round trips are in flight at
+// once, each sent by a sender goroutine; their replies are applied on the loop in the order the
+// round trips were sent. Its steps live by role: worker_steps.go (claim, housekeeping, the
+// schedule's head), worker_heartbeat.go, worker_outcome.go and worker_exec.go (running the
+// claimed jobs).
 type loop struct {
-	w *Worker
+	w  *Worker
+	ex *executor
 
 	held     map[*inflight]struct{} // a job reaped from under its handler and claimed again is held twice
-	outcomes []*inflight            // finished handlers whose outcome is not yet accepted
-	resend   []*inflight            // outcomes of this round trip whose reply was a transport error
+	outcomes []*inflight            // finished handlers whose outcome is not yet sent
+	resend   []*inflight            // outcomes of the round trip being applied whose reply was a transport error
 	unacked  error                  // the round trip's claim fell short of ClaimAck (set while its replies are applied)
-	busy     int                    // handlers running
+	busy     int                    // jobs handed to the executor whose return the loop has not taken
+	claiming int                    // jobs asked for by the claims of the round trips in flight
+	returns  []*inflight            // scratch for collect
+
+	trips   []*roundTrip    // in flight, in send order
+	sends   chan *roundTrip // to the senders; capacity maxInFlight
+	replies chan *roundTrip // from the senders; capacity maxInFlight
+	senders sync.WaitGroup
 
 	hungry       bool          // claim when slots are free: the last claim came back full, or a wake came
 	streaming    bool          // the last claim came back full: no need to read the schedule
@@ -47,9 +61,7 @@ type loop struct {
 	housekeepDue bool          // reap and promote at the next round trip
 	waitingRetry bool          // a round trip failed: the next one waits for retryTimer
 	errWait      time.Duration // backoff after a failed round trip
-
-	poolSize    int  // handler goroutines started
-	newHandlers bool // handlers were started since the loop last collected their returns
+	newHandlers  bool          // jobs were handed to the executor since the loop last collected
 
 	// The worker's stop and hard channels; each is set to nil once received from.
 	stop, hard <-chan struct{}
@@ -64,7 +76,8 @@ type loop struct {
 // newLoop is w's loop, hungry and about to read the schedule, with its timers armed.
 func newLoop(w *Worker) *loop {
 	l := &loop{
-		w: w, held: map[*inflight]struct{}{}, stop: w.stop, hard: w.hard,
+		w: w, ex: newExecutor(w), held: map[*inflight]struct{}{}, stop: w.stop, hard: w.hard,
+		sends: make(chan *roundTrip, maxInFlight), replies: make(chan *roundTrip, maxInFlight),
 		hungry: true, dueCheck: true, housekeepDue: w.cfg.HousekeepInterval > 0,
 		beatTimer:      time.NewTimer(w.beatEvery),
 		housekeepTimer: time.NewTimer(jitter(w.cfg.HousekeepInterval)),
@@ -83,14 +96,24 @@ func stoppedTimer() *time.Timer {
 	return t
 }
 
-// run is the loop: collect what handlers returned, send a round trip when one is due, else
-// wait for something to happen. It returns once Close was called and every held job is
-// settled (or abandoned after Close's deadline).
+// run is the loop: collect what handlers returned, apply the replies that came back, send a
+// round trip when one is due and there is room for it, else wait for something to happen. It
+// returns once Close was called and every held job is settled (or abandoned after Close's
+// deadline), the senders and the executor's pool having ended.
 func (l *loop) run() {
-	defer l.stopTimers()
+	for range maxInFlight {
+		l.senders.Go(l.sender)
+	}
+	defer func() {
+		close(l.sends)
+		l.senders.Wait()
+		l.ex.close()
+		l.stopTimers()
+	}()
 	for {
 		l.collect()
-		if l.tryRoundTrip() {
+		l.applyReplies()
+		if l.trySend() {
 			continue
 		}
 		if l.drained() {
@@ -108,32 +131,32 @@ func (l *loop) stopTimers() {
 	l.dueTimer.Stop()
 }
 
-// collect takes every handler return already queued. After starting handlers it yields
-// first: fast handlers finish meanwhile, and their outcomes share the next round trip.
+// capacity is how many jobs the worker holds at most before their handlers return: a slot
+// for each handler and the prefetch buffer.
+func (l *loop) capacity() int { return l.w.cfg.Concurrency + l.w.prefetch }
+
+// collect takes every handler return already queued. After handing out jobs it yields first:
+// fast handlers finish meanwhile, and their outcomes share the next round trip.
 func (l *loop) collect() {
 	if l.newHandlers {
 		l.newHandlers = false
 		runtime.Gosched()
 	}
-	for {
-		select {
-		case r := <-l.w.returns:
-			l.finished(r)
-		default:
-			return
-		}
+	select {
+	case <-l.ex.notify:
+	default:
 	}
+	l.returns = l.ex.take(l.returns[:0])
+	for _, r := range l.returns {
+		l.finished(r)
+	}
+	clear(l.returns)
 }
 
 // finished takes a handler's return.
 func (l *loop) finished(r *inflight) {
 	r.returned = true
 	l.busy--
-	l.w.busy.Add(-1)
-	r.cancel(nil)
-	if r.stopTimeout != nil {
-		r.stopTimeout()
-	}
 	if r.lost {
 		delete(l.held, r) // the outcome would answer EMQSTALE: the job is someone else's
 		return
@@ -141,10 +164,31 @@ func (l *loop) finished(r *inflight) {
 	l.outcomes = append(l.outcomes, r)
 }
 
-// tryRoundTrip sends a round trip when one is due and no backoff after a failed one is
-// running. It reports whether it sent one; the loop then collects again before it waits.
-func (l *loop) tryRoundTrip() bool {
-	if l.waitingRetry {
+// applyReplies applies the round trips that came back, in the order they were sent: one that
+// came back before an earlier one waits for it.
+func (l *loop) applyReplies() {
+	for {
+		select {
+		case rt := <-l.replies:
+			rt.arrived = true
+			continue
+		default:
+		}
+		break
+	}
+	for len(l.trips) > 0 && l.trips[0].arrived {
+		rt := l.trips[0]
+		l.trips[0] = nil
+		l.trips = l.trips[1:]
+		l.apply(rt)
+	}
+}
+
+// trySend sends a round trip when one is due, there is room in flight for it and no backoff
+// after a failed one is running. It reports whether it sent one; the loop then collects again
+// before it waits.
+func (l *loop) trySend() bool {
+	if l.waitingRetry || len(l.trips) >= maxInFlight {
 		return false
 	}
 	claim, beat, due := l.plan()
@@ -155,19 +199,26 @@ func (l *loop) tryRoundTrip() bool {
 		l.beatDue = false
 		l.beatTimer.Reset(l.w.beatEvery)
 	}
-	if l.roundTrip(claim, beat) {
-		l.errWait = 0
-	} else {
-		l.backOff()
+	rt := l.build(claim, beat)
+	if len(rt.steps) == 0 {
+		return false
 	}
+	l.claiming += rt.claim
+	l.trips = append(l.trips, rt)
+	l.w.stats.roundTrips.Add(1)
+	l.sends <- rt // capacity maxInFlight, and at most maxInFlight are in flight: never blocks
 	return true
 }
 
-// plan decides the next round trip: how many jobs to claim (the free slots, while hungry and
-// not draining) and whether the heartbeat goes along; due is false when nothing is to be sent.
+// plan decides the next round trip: how many jobs to claim (the room left for jobs, while
+// hungry and not draining, less what the claims in flight ask for) and whether the heartbeat
+// goes along; due is false when nothing is to be sent.
 func (l *loop) plan() (claim int, beat, due bool) {
-	if free := l.w.cfg.Concurrency - l.busy; l.hungry && !l.draining && free > 0 {
-		claim = min(free, maxClaim)
+	if free := l.capacity() - l.busy - l.claiming; l.hungry && !l.draining && free > 0 {
+		// A claim asks for at most its share of the room (half, with two in flight), so the
+		// jobs of one claim run while the next claim is on the server: the client and the
+		// server work at once instead of taking turns.
+		claim = min(free, maxClaim, (l.capacity()+maxInFlight-1)/maxInFlight)
 	}
 	// A round trip that reaps also renews this worker's leases first (they come before the
 	// reap in the pipeline), so a worker that stalled past its leases never reaps its own
@@ -189,26 +240,29 @@ func (l *loop) backOff() {
 	l.waitingRetry = true
 }
 
-// drained reports whether Close was called and nothing is held any more: the loop ends.
+// drained reports whether Close was called and nothing is held nor in flight any more: the
+// loop ends.
 func (l *loop) drained() bool {
-	return l.draining && l.busy == 0 && len(l.outcomes) == 0
+	return l.draining && l.busy == 0 && len(l.outcomes) == 0 && len(l.trips) == 0
 }
 
-// block asks the blocker to wait on the wake list when the loop is idle with a slot free.
+// block asks the blocker to wait on the wake list when the loop is idle with room for jobs
+// and no claim in flight.
 func (l *loop) block() {
-	if l.draining || l.hungry || l.blocking || l.busy >= l.w.cfg.Concurrency {
+	if l.draining || l.hungry || l.blocking || l.claiming > 0 || l.busy >= l.capacity() {
 		return
 	}
 	l.blocking = true
 	l.w.blockReq <- struct{}{} // capacity 1, and only the loop sends while no block is outstanding
 }
 
-// wait blocks until something happens: a handler returns, the wake list answers, a timer
-// fires, Close is called or its deadline passes.
+// wait blocks until something happens: a handler returns, a round trip comes back, the wake
+// list answers, a timer fires, Close is called or its deadline passes.
 func (l *loop) wait() {
 	select {
-	case r := <-l.w.returns:
-		l.finished(r)
+	case <-l.ex.notify:
+	case rt := <-l.replies:
+		rt.arrived = true
 	case marker := <-l.w.wake:
 		l.blocking = false
 		l.hungry = true
@@ -245,21 +299,28 @@ func (l *loop) beatFired() {
 	l.beatDue = true
 }
 
-// stopClaiming starts the drain Close asked for.
+// stopClaiming starts the drain Close asked for: jobs already held still run.
 func (l *loop) stopClaiming() {
 	l.stop = nil
 	l.draining = true
 	l.w.blockStop() // abort a blocked BLPOP; the blocker ends
 }
 
-// cancelHandlers cancels every running handler's context: Close's deadline passed.
+// cancelHandlers cancels every running handler's context and hands back the jobs that wait
+// for a pool goroutine: Close's deadline passed.
 func (l *loop) cancelHandlers() {
 	l.hard = nil
 	l.pastDeadline = true
 	for r := range l.held {
-		if !r.returned {
-			r.cancel(ErrWorkerClosed)
+		if r.returned || r.lost {
+			continue
 		}
+		if l.ex.drop(r) {
+			l.busy--
+			l.handBack(r)
+			continue
+		}
+		l.ex.cancelRunning(r, ErrWorkerClosed)
 	}
 }
 
@@ -278,92 +339,4 @@ func jitter(d time.Duration) time.Duration {
 		return time.Hour
 	}
 	return d - d/5 + rand.N(2*d/5+1)
-}
-
-// step is one script of a round trip and what to do with its reply.
-type step struct {
-	script lua.Run
-	reply  func(result) bool // false: a transport error, the round trip failed
-}
-
-// roundTrip sends one pipeline and applies the replies. It reports false when the server did
-// not answer (the outcomes stay queued and are sent again).
-func (l *loop) roundTrip(claim int, beat bool) bool {
-	sending := l.outcomes
-	l.outcomes = nil
-	steps := l.outcomeSteps(sending)
-	if beat {
-		steps = append(steps, l.extendSteps()...)
-	}
-	if l.housekeepDue {
-		l.housekeepDue = false
-		steps = append(steps, l.housekeepSteps()...)
-	}
-	if claim > 0 {
-		steps = append(steps, l.claimStep(claim))
-	}
-	if l.dueCheck && !l.draining {
-		l.dueCheck = false
-		steps = append(steps, l.dueStep())
-	}
-	if len(steps) == 0 {
-		return true
-	}
-	var ack *Ack
-	if claim > 0 && l.w.cfg.ClaimAck.Durability != Primary {
-		ack = &l.w.cfg.ClaimAck
-	}
-	out, unacked, err := l.send(steps, ack)
-	if err != nil {
-		l.w.log.Error("bus: worker: round trip", "err", err)
-		l.outcomes = append(sending, l.outcomes...)
-		l.hungry = l.hungry || claim > 0
-		return false
-	}
-	ok := true
-	l.unacked = unacked
-	for i, s := range steps {
-		if !s.reply(out[i]) {
-			ok = false
-		}
-	}
-	l.unacked = nil
-	l.outcomes = append(l.resend, l.outcomes...)
-	l.resend = nil
-	return ok
-}
-
-// send runs the steps' scripts in one pipeline, bounded by roundTripTimeout; past Close's
-// deadline (which cancelled hardCtx) by handBackTimeout instead. With ack, the pipeline is
-// followed by its wait, and unacked is why the acknowledgement fell short (the replies are
-// valid all the same).
-func (l *loop) send(steps []step, ack *Ack) (out []result, unacked, err error) {
-	parent, timeout := l.w.hardCtx, roundTripTimeout
-	if l.pastDeadline {
-		parent, timeout = context.Background(), handBackTimeout
-	}
-	ctx, cancel := context.WithTimeout(parent, timeout)
-	defer cancel()
-	runs := make([]lua.Run, len(steps))
-	for i, s := range steps {
-		runs[i] = s.script
-	}
-	out, err = l.w.b.execMulti(ctx, runs, ack)
-	if ack != nil && err != nil && len(out) == len(steps) {
-		return out, err, nil // the scripts ran; their writes may not have reached a replica
-	}
-	if err == nil && len(out) != len(steps) { // not expected: errors come per reply
-		err = protocolError("round trip", "%d replies to %d scripts", len(out), len(steps))
-	}
-	return out, nil, err
-}
-
-// transient reports whether err is not the script's answer (a transport error, a timeout):
-// the call may be sent again.
-func transient(err error) bool {
-	if err == nil {
-		return false
-	}
-	var se *scriptError
-	return !errors.As(err, &se) && !errors.Is(err, ErrWrongType)
 }

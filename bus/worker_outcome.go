@@ -15,10 +15,9 @@ import (
 // next round trip. Every step reports what happened to its jobs through emit, at the end.
 
 // outcomeSteps are the scripts that record the outcomes of sending: one fail or snooze for
-// each job whose handler did not return nil, and one completemany for the others.
-func (l *loop) outcomeSteps(sending []*inflight) []step {
-	steps := make([]step, 0, len(sending)+4)
-	var completes []*inflight
+// each job whose handler did not return nil. The others, completes, are returned: they go in
+// one completemany, or in the round trip's completeclaim.
+func (l *loop) outcomeSteps(sending []*inflight) (steps []step, completes []*inflight) {
 	for _, r := range sending {
 		if r.handBack {
 			steps = append(steps, l.snoozeStep(r, 0, JobHandedBack))
@@ -30,10 +29,7 @@ func (l *loop) outcomeSteps(sending []*inflight) []step {
 		}
 		steps = append(steps, l.outcomeStep(r))
 	}
-	if len(completes) > 0 {
-		steps = append(steps, l.completeStep(completes))
-	}
-	return steps
+	return steps, completes
 }
 
 // outcomeStep is the script that records the outcome of a job whose handler failed, snoozed
@@ -51,7 +47,7 @@ func (l *loop) outcomeStep(r *inflight) step {
 	switch {
 	case !panicked && errors.As(err, &snooze):
 		return l.snoozeStep(r, snooze.Delay, JobSnoozed)
-	case l.pastDeadline && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
+	case l.pastDeadline && r.ctx != nil && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
 		// Cancelled by Close's deadline: hand the job back without counting a failure.
 		return l.snoozeStep(r, 0, JobHandedBack)
 	}
@@ -134,12 +130,9 @@ func (l *loop) refused(r *inflight, err error) {
 // script run for the batch, each job still fenced by its own token.
 func (l *loop) completeStep(rs []*inflight) step {
 	w := l.w
-	jobs := make([]Job, len(rs))
-	for i, r := range rs {
-		jobs[i] = r.job
-	}
 	c := call{op: "complete", queue: w.q.Name()}
-	return step{completeManyRun(w.q, jobs), func(res result) bool {
+	run := lua.Run{Script: scCompleteMany, Keys: w.kCompleteMany, Args: completeArgs(make([]string, 0, 2*len(rs)), rs)}
+	return step{run, func(res result) bool {
 		if transient(res.err) {
 			w.log.Error("bus: worker: complete", "err", errorFor(c, res.err))
 			l.resend = append(l.resend, rs...)
@@ -148,7 +141,7 @@ func (l *loop) completeStep(rs []*inflight) step {
 		var refused []*StaleError
 		err := errorFor(c, res.err)
 		if err == nil {
-			refused, err = completeManyReply(w.q.Name(), jobs, res.msg)
+			refused, err = completeManyReplyOf(w.q.Name(), jobsOf(rs), res.msg)
 		}
 		if err != nil { // refused as a whole (a damaged key): the leases will run out
 			w.log.Error("bus: worker: complete", "err", err)
@@ -162,9 +155,35 @@ func (l *loop) completeStep(rs []*inflight) step {
 	}}
 }
 
-// retired reports each job of an accepted completemany: retired, or refused as stale.
+// completeArgs appends the id and token of each of rs: the starred ARGV of completemany and
+// completeclaim.
+func completeArgs(args []string, rs []*inflight) []string {
+	for _, r := range rs {
+		id := r.idStr
+		if id == "" {
+			id = r.job.ID.String()
+		}
+		args = append(args, id, itoa(r.job.Token))
+	}
+	return args
+}
+
+// jobsOf is the jobs of rs.
+func jobsOf(rs []*inflight) []Job {
+	jobs := make([]Job, len(rs))
+	for i, r := range rs {
+		jobs[i] = r.job
+	}
+	return jobs
+}
+
+// retired reports each job of an accepted completemany or completeclaim: retired, or refused
+// as stale.
 func (l *loop) retired(rs []*inflight, refused []*StaleError) {
-	stale := make(map[int]*StaleError, len(refused))
+	var stale map[int]*StaleError
+	if len(refused) > 0 {
+		stale = make(map[int]*StaleError, len(refused))
+	}
 	for _, e := range refused {
 		for i, r := range rs {
 			if r.job.ID == e.ID && r.job.Token == e.Token {

@@ -45,6 +45,7 @@ const (
 	envBeat        = "EMQ_WORKER_BEAT"      // optional: WorkerConfig.HeartbeatInterval
 	envHousekeep   = "EMQ_WORKER_HOUSEKEEP" // optional: WorkerConfig.HousekeepInterval
 	envStarted     = "EMQ_WORKER_STARTED"   // optional: "1" records <queue>.started
+	envPrefetch    = "EMQ_WORKER_PREFETCH"  // optional: WorkerConfig.Prefetch
 )
 
 // TestWorkerProcess is the body of a worker process; run directly, it skips.
@@ -70,6 +71,11 @@ func TestWorkerProcess(t *testing.T) {
 		housekeep, err = time.ParseDuration(v)
 		require.NoError(t, err)
 	}
+	prefetch := 0
+	if v := os.Getenv(envPrefetch); v != "" {
+		prefetch, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
 
 	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}, DisableCache: true})
 	require.NoError(t, err)
@@ -92,7 +98,7 @@ func TestWorkerProcess(t *testing.T) {
 		}
 	}
 	w, err := bus.NewWorker(b, bus.WorkerConfig{
-		Queue: queue, Concurrency: concurrency, Lease: lease, HousekeepInterval: housekeep,
+		Queue: queue, Concurrency: concurrency, Prefetch: prefetch, Lease: lease, HousekeepInterval: housekeep,
 		OnEvent: record,
 		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

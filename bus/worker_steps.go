@@ -4,6 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/echocache/echocache/lua"
 )
 
@@ -15,42 +17,120 @@ func (l *loop) claimStep(n int) step {
 	w := l.w
 	args := []string{itoa(msCeil(w.cfg.Lease)), itoa(int64(n)), itoa(int64(w.b.cfg.PromoteLimit))}
 	return step{lua.Run{Script: scClaim, Keys: w.kClaim, Args: args}, func(res result) bool {
-		jobs, err := claimed(w.q, res.msg, res.err)
-		switch {
-		case errors.Is(err, ErrPaused):
+		if res.err != nil {
+			return l.claimRefused(res.err)
+		}
+		rs, err := l.claimedJobs(res.msg)
+		if err != nil {
+			w.log.Error("bus: worker: claim", "err", err)
 			l.hungry, l.streaming = false, false
 			return true
-		case transient(res.err):
-			w.log.Error("bus: worker: claim", "err", err)
+		}
+		return l.took(rs, n)
+	}}
+}
+
+// completeClaimStep retires the jobs whose handler returned nil and claims up to n jobs, in
+// one completeclaim call: each finished job fenced by its own token, the refused ones named.
+func (l *loop) completeClaimStep(rs []*inflight, n int) step {
+	w := l.w
+	args := make([]string, 3, 3+2*len(rs))
+	args[0], args[1], args[2] = itoa(msCeil(w.cfg.Lease)), itoa(int64(n)), itoa(int64(w.b.cfg.PromoteLimit))
+	args = completeArgs(args, rs)
+	c := call{op: "complete", queue: w.q.Name()}
+	return step{lua.Run{Script: scCompleteClaim, Keys: w.kClaim, Args: args}, func(res result) bool {
+		if transient(res.err) {
+			w.log.Error("bus: worker: complete and claim", "err", errorFor(c, res.err))
+			l.resend = append(l.resend, rs...)
 			l.hungry = true // again after the round trip's backoff
 			return false
-		case err != nil:
-			// The server refused the claim (a key of the wrong type): try again on the next
-			// wake or wake timeout, not at once.
-			w.log.Error("bus: worker: claim", "err", err)
+		}
+		var arr []valkey.ValkeyMessage
+		err := errorFor(c, res.err)
+		if err == nil {
+			arr, err = res.msg.ToArray()
+			if err != nil || len(arr) != 4 {
+				err = protocolError("completeclaim", "reply %v", res.msg)
+			}
+		}
+		var refused []*StaleError
+		if err == nil {
+			refused, err = completeManyReply(w.q.Name(), jobsOf(rs), arr[0], arr[1])
+		}
+		if err != nil { // refused as a whole (a damaged key): the leases will run out
+			w.log.Error("bus: worker: complete and claim", "err", err)
+			for _, r := range rs {
+				delete(l.held, r)
+			}
 			l.hungry, l.streaming = false, false
 			return true
 		}
-		if l.unacked != nil && len(jobs) > 0 {
-			// The claim may be unknown to the replica a failover would promote, which could
-			// then mint these tokens again: start nothing, hand the jobs back, back off.
-			w.log.Warn("bus: worker: claim not acknowledged; handing its jobs back", "jobs", len(jobs), "err", l.unacked)
-			for _, j := range jobs {
-				l.handBack(j)
-			}
-			l.hungry = true
-			return false
+		l.retired(rs, refused)
+		if paused, _ := arr[2].AsInt64(); paused == 1 {
+			l.hungry, l.streaming = false, false
+			return true
 		}
-		full := len(jobs) == n
-		if !full {
-			l.dueCheck = l.dueCheck || l.streaming // leaving a stream: learn when work falls due
+		claimed, err := l.claimedJobs(arr[3])
+		if err != nil {
+			w.log.Error("bus: worker: complete and claim", "err", err)
+			l.hungry, l.streaming = false, false
+			return true
 		}
-		l.hungry, l.streaming = full, full
-		for _, j := range jobs {
-			l.start(j)
-		}
-		return true
+		return l.took(claimed, n)
 	}}
+}
+
+// claimRefused takes a claim the server answered with an error.
+func (l *loop) claimRefused(rerr error) bool {
+	w := l.w
+	err := errorFor(call{op: "claim", queue: w.q.Name()}, rerr)
+	switch {
+	case errors.Is(err, ErrPaused):
+		l.hungry, l.streaming = false, false
+		return true
+	case transient(rerr):
+		w.log.Error("bus: worker: claim", "err", err)
+		l.hungry = true // again after the round trip's backoff
+		return false
+	}
+	// The server refused the claim (a key of the wrong type): try again on the next wake or
+	// wake timeout, not at once.
+	w.log.Error("bus: worker: claim", "err", err)
+	l.hungry, l.streaming = false, false
+	return true
+}
+
+// claimedJobs reads the triples of a claim reply into routed jobs.
+func (l *loop) claimedJobs(msg valkey.ValkeyMessage) ([]*inflight, error) {
+	var rs []*inflight
+	err := parseClaimed(l.w.q, msg, func(j Job, id string) {
+		rs = append(rs, l.w.route(j, id))
+	})
+	return rs, err
+}
+
+// took starts the jobs a claim of n returned, unless the claim fell short of ClaimAck.
+func (l *loop) took(rs []*inflight, n int) bool {
+	w := l.w
+	if l.unacked != nil && len(rs) > 0 {
+		// The claim may be unknown to the replica a failover would promote, which could then
+		// mint these tokens again: start nothing, hand the jobs back, back off.
+		w.log.Warn("bus: worker: claim not acknowledged; handing its jobs back", "jobs", len(rs), "err", l.unacked)
+		for _, r := range rs {
+			l.handBack(r)
+		}
+		l.hungry = true
+		return false
+	}
+	full := len(rs) == n
+	if !full {
+		l.dueCheck = l.dueCheck || l.streaming // leaving a stream: learn when work falls due
+	}
+	l.hungry, l.streaming = full, full
+	if len(rs) > 0 {
+		l.start(rs)
+	}
+	return true
 }
 
 // housekeepSteps reap and promote, bounded; a full batch asks for another round at once. A

@@ -157,12 +157,16 @@ type HandlerOpts struct {
 	// Lease is what the heartbeat renews this kind's jobs to; it must be longer than
 	// WorkerConfig.HeartbeatInterval when that is set. Default WorkerConfig.Lease.
 	Lease time.Duration
-	// Timeout caps a handler's total runtime, heartbeats or not: its context is cancelled
-	// (cause [ErrJobTimeout]) and its lease is no longer renewed. Default
-	// WorkerConfig.JobTimeout; negative: none.
+	// Timeout caps a handler's total runtime, heartbeats or not: its context reports the
+	// deadline (ctx.Deadline) and is cancelled when it passes (cause [ErrJobTimeout]; ctx.Err
+	// is context.Canceled), and its lease is no longer renewed. One timer of the worker serves
+	// every handler's timeout. Default WorkerConfig.JobTimeout; negative: none.
 	Timeout time.Duration
 	// Codec decodes the args. Default WorkerConfig.Codec, else [JSONCodec].
 	Codec Codec
+	// Middleware wraps this kind's handler, the first outermost, inside the worker's
+	// (WorkerConfig.Middleware). Default none.
+	Middleware []Middleware
 }
 
 // withDefaults is o with every zero field set to the worker's, cfg with its defaults.
@@ -188,6 +192,11 @@ func (o HandlerOpts) validate(kind string, cfg WorkerConfig) error {
 	if cfg.HeartbeatInterval > 0 && cfg.HeartbeatInterval >= o.Lease {
 		return fmt.Errorf("%w: handler of kind %s: Lease %v is not longer than the worker's HeartbeatInterval %v: leases would run out between heartbeats", ErrInvalid, kind, o.Lease, cfg.HeartbeatInterval)
 	}
+	for i, m := range o.Middleware {
+		if m == nil {
+			return fmt.Errorf("%w: handler of kind %s: Middleware[%d] is nil", ErrInvalid, kind, i)
+		}
+	}
 	return nil
 }
 
@@ -201,9 +210,9 @@ func Handle[T any](w *Worker, kind string, fn func(context.Context, *Task[T]) er
 	return w.register(kind, opts, func(h *handler) handlerFunc {
 		codec := h.codec
 		return func(ctx context.Context, j Job, body []byte) error {
-			t := &Task[T]{Kind: h.kind, Job: j}
-			if err := codec.Unmarshal(body, &t.Args); err != nil {
-				return SkipRetry(fmt.Errorf("bus: decoding the args of kind %s: %w", h.kind, err))
+			t, err := decodeTask[T](codec, h.kind, j, body)
+			if err != nil {
+				return err
 			}
 			return fn(ctx, t)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/tables"
 	"github.com/echocache/echocache/topic"
 )
@@ -19,9 +20,23 @@ import (
 // written beside it.
 type Config struct {
 	// Logger receives what cannot be returned to a caller: failed background early
-	// refreshes, and L2 writes that failed after a load succeeded (the caller got its
-	// value; only the row is missing). Default: a logger that discards.
+	// refreshes, L2 writes that failed after a load succeeded (the caller got its value; only
+	// the row is missing), failed invalidation subscriptions and reconciles, and the breaker
+	// and degraded-mode transitions. Default slog.Default(), as a bus Worker's; pass
+	// slog.New(slog.DiscardHandler) to drop them.
 	Logger *slog.Logger
+
+	// ID names this Cache in the stats it publishes (its field of each table's
+	// ecc:{<table>}#stats): 1 to 512 bytes with no control bytes, unique among the caches
+	// that declare a table. Default <host>-<pid>-<8 random hex>.
+	ID string
+
+	// StatsInterval is how often the Cache publishes each table's [Stats] for tools in other
+	// processes ([ReadStats]); each snapshot stays live for 3 intervals, and Close withdraws
+	// them. Between 10 ms and 8 h ([MinStatsInterval], [MaxStatsInterval]). Default 5 s
+	// ([DefaultStatsInterval]); negative: never (tables are still listed in the registry,
+	// [Tables]).
+	StatsInterval time.Duration
 
 	// ReconcileInterval is how often the cache reads every table's coherence record and
 	// flushes the tables whose sequence moved past the invalidations it received: the bound
@@ -74,12 +89,15 @@ const (
 // per slot, and its grace for messages in flight is at least 20 ms.
 const minReconcileInterval = 10 * time.Millisecond
 
-// discard is the default Logger.
-var discard = slog.New(slog.DiscardHandler)
-
 // withDefaults returns c with every zero field replaced by its default.
 func (c Config) withDefaults() Config {
-	c.Logger = cmp.Or(c.Logger, discard)
+	if c.Logger == nil {
+		c.Logger = slog.Default() // read at New: a default set by the program later is not seen
+	}
+	if c.ID == "" {
+		c.ID = defaultID()
+	}
+	c.StatsInterval = cmp.Or(c.StatsInterval, DefaultStatsInterval)
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, DefaultReconcileInterval)
 	c.SubscribeTimeout = cmp.Or(c.SubscribeTimeout, DefaultSubscribeTimeout)
 	c.SubscribeBuffer = cmp.Or(c.SubscribeBuffer, DefaultSubscribeBuffer)
@@ -105,6 +123,10 @@ func (c Config) validate() error {
 		return bad("BreakerFailures", c.BreakerFailures, "at least 1, or 0 for the default")
 	case c.BreakerProbe < time.Millisecond:
 		return bad("BreakerProbe", c.BreakerProbe, "at least 1ms, or 0 for the default")
+	case keys.ValidateID(c.ID) != nil:
+		return fmt.Errorf("%w: Config.ID: %w", ErrInvalid, keys.ValidateID(c.ID))
+	case c.StatsInterval > 0 && (c.StatsInterval < MinStatsInterval || c.StatsInterval > MaxStatsInterval):
+		return bad("StatsInterval", c.StatsInterval, "between 10ms and 8h, negative for never, or 0 for the default")
 	}
 	return nil
 }
@@ -133,6 +155,7 @@ type Cache struct {
 
 	coh *coherence
 	brk *breaker
+	pub *publisher // lists the tables, publishes their stats (publish.go)
 }
 
 // tableCore is what the cache needs of each of its typed tables, whatever K and V are:
@@ -186,6 +209,7 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 		return nil, fmt.Errorf("cache: New: %w", err)
 	}
 	c.coh = coh
+	c.pub = startPublisher(c, cfg.ID, cfg.StatsInterval)
 	return c, nil
 }
 
@@ -205,6 +229,7 @@ func (c *Cache) Close() {
 	c.mu.Unlock()
 	c.cancel()
 	c.coh.close() // no invalidation is applied after this
+	c.pub.stop()  // withdraws the published stats
 	c.work.Wait()
 	// closed is set: no install, drop or flush starts any more, and none is under way
 	// (they hold the read lock), so the L1s can be closed.
@@ -261,6 +286,7 @@ func (c *Cache) register(spec tables.Spec, build func(tables.Table) (tableCore, 
 	ctx, cancel := context.WithTimeout(c.closing, c.coh.subWait)
 	defer cancel()
 	c.coh.syncTables(ctx)
+	c.pub.declared()
 	c.mu.Lock() // for the deferred Unlock
 	return t, nil
 }

@@ -137,6 +137,12 @@
 // reconciles, refused installs and the propagation delay, which compares the server's TIME
 // in the message with the local clock (on one host, or with synchronized clocks).
 //
+// For tools in other processes: [Tables] lists every table any Cache declared (a sorted set
+// outside any hash tag, keys.TableRegistry, written in the background after a declaration),
+// and every Cache publishes each table's [Stats] every [Config].StatsInterval (default 5 s)
+// to the table's ecc:{<table>}#stats, which [ReadStats] reads and sums. Background failures
+// are logged to [Config].Logger, default slog.Default().
+//
 //	err = users.Set(ctx, 42, u)          // row written, every process's L1 drops 42
 //	err = users.Invalidate(ctx, 42, 43)  // rows deleted, every L1 drops them
 //	err = users.InvalidateAll(ctx)       // every row deleted, every L1 flushed

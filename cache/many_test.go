@@ -106,7 +106,11 @@ func TestGetMany(t *testing.T) {
 			for _, id := range ids(90, 100) {
 				batch.gone[id] = true
 			}
-			tbl, err := cache.NewTable(newCache(t, client), tables.Spec{L2Timeout: relaxedL2, Name: tableName(t), Shards: tc.shards}, single.load,
+			// No stats: the publisher's EVALSHA would count among the trips measured below.
+			c, err := cache.New(client, cache.Config{StatsInterval: -1})
+			require.NoError(t, err)
+			t.Cleanup(c.Close)
+			tbl, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t), Shards: tc.shards}, single.load,
 				&cache.TableOpts[string, user]{BatchLoad: batch.load})
 			require.NoError(t, err)
 			mgetCalls := func() int {

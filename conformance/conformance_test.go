@@ -170,8 +170,16 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"local marker = (woke and '1') or (scheduled and earlier and 's')", "local marker = woke and '1'"},
 		{"periodic_fire without its fence", "periodic_fire",
 			"if row[3] == '1' or tick <= last then return 0 end", "if row[3] == '1' then return 0 end"},
+		{"workers_read counting expired snapshots", "workers_read",
+			"if exp and exp >= now then", "if exp then"},
+		{"cache_stats_report pruning nothing", "cache_stats_report",
+			"if sample[i] ~= id and (not exp or exp < now) then", "if false then"},
 		{"claim leasing from the caller's clock", "claim",
-			"redis.call('ZADD', KEYS[2], now + lease, id)", "redis.call('ZADD', KEYS[2], lease, id)"},
+			"local deadline = now + lease", "local deadline = lease"},
+		{"completeclaim without its token check", "completeclaim",
+			"    elseif row[2] ~= token then\n      reason = 'EMQSTALE token mismatch'\n", ""},
+		{"completeclaim claiming on a paused queue", "completeclaim",
+			"if paused then return {#ok, refused, 1, {}} end", ""},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()

@@ -47,8 +47,9 @@
 // a conforming script must refuse without writing: each argument replaced by each bad value
 // of its rule (for uint: 1e3, 0x10, +1, " 1", "1 ", -1, 1.0, "", 16 digits, lo-1, hi+1; for
 // tokens, ids, JOB ids, SHA1s, cursors and rows their own), one argument too many, one key
-// too few or too many, each key replaced by another type's key of the same hash tag, each
-// absent key created with the wrong value type, and (standalone only, where slots do not
+// too few or too many, each key replaced by another type's key of the same hash tag (or by a
+// registry, which has none, where that does not put a call's keys in two slots), each absent
+// key created with the wrong value type, and (standalone only, where slots do not
 // matter) every key moved to an invalid or a foreign name. Each must answer the role's KEYS,
 // ARGS or TYPE error code and leave the keyspace exactly as it was (SCAN and every value).
 // The error codes the vectors and the refusals provoke must cover every code each header

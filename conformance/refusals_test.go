@@ -129,6 +129,9 @@ func (r *run) refusals(s *script, ks, args []string) {
 			if t == parsed.Type || len(ks) == 1 && twins(t, parsed.Type) {
 				continue // a script of one row key takes a table's row and a shard's alike
 			}
+			if !strings.Contains(t.Form(), "{") && r.tg.cluster && len(ks) > 1 {
+				continue // a registry has no hash tag: beside other keys, on a cluster, it is another slot
+			}
 			mutated := append([]string(nil), ks...)
 			mutated[i] = fillForm(t.Form(), parsed.Name)
 			if r.tg.cluster && len(ks) > 1 && keys.Slot(mutated[i]) != keys.Slot(ks[i]) {

@@ -1,8 +1,9 @@
 // Package keys is the one key-builder of EchoCache and EchoMQ: the closed grammar of every
 // key and channel the library writes, its total parse, branded JOB ids, and the cluster slot.
 //
-// Two roles share one engine under two prefixes, each hash-tagged on a validated name, so
-// every key of one table or one queue lands in one cluster slot by construction:
+// Two roles share one engine under two prefixes, each hash-tagged on a validated name (but for
+// the two registries), so every key of one table or one queue lands in one cluster slot by
+// construction:
 //
 //	ecc:{<table>}:<id>        the L2 row of a cache table          (Table.Row)
 //	ecc:{<table>}             the table's coherence record         (Table.Record)
@@ -18,6 +19,14 @@
 //	emq:{<q>}:periodic:<name> hash: one periodic schedule           (Queue.Periodic)
 //	emq:{<q>}:periodics       score-0 zset: the schedules' names    (Queue.Periodics)
 //	emq:{<topic>}:topic       broadcast channel                     (TopicChannel)
+//	emq:{<q>}:workers         hash: the workers' published stats   (Queue.Workers)
+//	ecc:{<table>}#stats       hash: the caches' published stats    (Table.Stats)
+//	emq:queues                zset: the queue registry, no tag      (QueueRegistry)
+//	ecc:tables                zset: the table registry, no tag      (TableRegistry)
+//
+// The two registries are the only keys outside a hash tag: each is one sorted set in one
+// slot, written with ZADD NX by clients (never by a script), so a tool lists every queue or
+// table with one ZRANGE on any deployment.
 //
 // A cache table spread over N shards (tables.Spec.Shards) has one hash tag per shard,
 // {<table>#<shard>}, and the same three keys under each; the row of id lives in shard

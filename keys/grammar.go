@@ -29,6 +29,11 @@ var grammar = [...]struct{ form, value, doc string }{
 	Periodic:  {"emq:{<q>}:periodic:<name>", "hash", "a periodic schedule of the queue, <name> ruled like a queue's name: fields spec, payload, last (the newest tick fired or skipped, or the declaration: unix ms, server clock) and paused (\"1\" or absent)"},
 	Periodics: {"emq:{<q>}:periodics", "zset", "the names of the queue's periodic schedules, every score 0"},
 
+	Queues:     {"emq:queues", "zset", "the queue registry, outside any hash tag: every queue name a client wrote to (enqueue, periodic declare, pause, resume, configure, worker start), scored by the unix ms it was first seen; added with ZADD NX by clients, never by a script, and never removed by the library"},
+	Tables:     {"ecc:tables", "zset", "the table registry, outside any hash tag: every cache table name declared, scored by the unix ms it was first declared; added with ZADD NX by clients, never by a script"},
+	Workers:    {"emq:{<q>}:workers", "hash", "the queue's workers' published stats: field the worker's id, value its snapshot (FORMAT report, FORMAT workerstats); stale fields pruned by workers_report, the key expires when no worker reports"},
+	TableStats: {"ecc:{<table>}#stats", "hash", "the table's caches' published stats: field the cache's id, value its snapshot (FORMAT report, FORMAT tablestats); stale fields pruned by cache_stats_report, the key expires when no cache reports"},
+
 	ShardRow:    {"ecc:{<table>#<shard>}:<id>", "string", "the L2 row of a table spread over N shards, in the shard of its id: <shard> is CRC16-XMODEM of <id> mod N (" + ShardRule + "); the row format is a row's"},
 	ShardRecord: {"ecc:{<table>#<shard>}", "hash", "a shard's coherence record, as a table's: fields epoch, seq and last; each shard keeps its own sequence"},
 	ShardInval:  {"emq:{<table>#<shard>}:inval", "channel", "a shard's invalidation channel, a shard channel (SPUBLISH, SSUBSCRIBE), carrying the invalidations of the shard's rows"},
@@ -50,7 +55,8 @@ func Types() []Type {
 
 // Form is the type's key in grammar form, with placeholders for the variable parts: <table>,
 // <q> or <topic> for the name in the hash tag, <shard> for a shard's index, <id>, <JOB id>,
-// <key> or <name> (a schedule's name) for the id.
+// <key> or <name> (a schedule's name) for the id. The registries' forms (emq:queues,
+// ecc:tables) have no placeholder and no hash tag.
 // It is "" for an invalid Type.
 func (t Type) Form() string { return t.entry().form }
 

@@ -69,13 +69,19 @@ const (
 	Periodic  // emq:{<q>}:periodic:<name> hash: one periodic schedule (spec, payload, last, paused)
 	Periodics // emq:{<q>}:periodics       zset, score 0: the names of the queue's schedules
 
+	// The registries and the published stats, for tools (see registry.go).
+	Queues     // emq:queues               zset: the queue registry, outside any hash tag
+	Tables     // ecc:tables               zset: the table registry, outside any hash tag
+	Workers    // emq:{<q>}:workers        hash: the workers' published stats, by worker id
+	TableStats // ecc:{<table>}#stats      hash: the caches' published stats of a table, by cache id
+
 	// The types of a sharded cache table: one hash tag per shard, {<table>#<shard>}, where
 	// "#" is no name byte, so no other table's keys can take that form.
 	ShardRow    // ecc:{<table>#<shard>}:<id>   string: the L2 row, in its shard
 	ShardRecord // ecc:{<table>#<shard>}        hash: the shard's coherence record
 	ShardInval  // emq:{<table>#<shard>}:inval  channel: the shard's invalidations
 
-	lastBusType = Periodics // the last unsharded bus type: Parse tries every bus type up to it
+	lastType = ShardInval // the last type of the grammar: Parse tries every type up to it
 )
 
 // shardSep separates a sharded table's name from its shard index in the hash tag.
@@ -96,6 +102,7 @@ var suffix = [...]string{
 
 	Periodic:  "periodic:",
 	Periodics: "periodics",
+	Workers:   "workers",
 }
 
 func (t Type) String() string {
@@ -110,6 +117,12 @@ func (t Type) String() string {
 		return "uniq"
 	case Periodic:
 		return "periodic"
+	case Queues:
+		return "queues"
+	case Tables:
+		return "tables"
+	case TableStats:
+		return "stats"
 	case ShardRow:
 		return "shard-row"
 	case ShardRecord:
@@ -125,7 +138,8 @@ func (t Type) String() string {
 
 // Key is a parsed key or channel: its role, the name in its hash tag, its type, the id for
 // the types that carry one (Row, ShardRow, Job, Unique, and Periodic, whose id is the
-// schedule's name), and the shard index for the shard types (0 for every other type).
+// schedule's name), and the shard index for the shard types (0 for every other type). The
+// two registries (Queues, Tables) have no hash tag: their Name is "".
 type Key struct {
 	Role  Role
 	Name  string
@@ -153,6 +167,12 @@ func (k Key) String() string {
 		return cachePrefix + "{" + k.Tag() + "}"
 	case ShardInval:
 		return busPrefix + "{" + k.Tag() + "}:" + suffix[Inval]
+	case TableStats:
+		return cachePrefix + "{" + k.Name + "}" + tableStatsSuffix
+	case Queues:
+		return queueRegistry
+	case Tables:
+		return tableRegistry
 	case Job, Unique, Periodic:
 		return busPrefix + "{" + k.Name + "}:" + suffix[k.Type] + k.ID
 	}
@@ -212,6 +232,12 @@ func Parse(s string) (Key, error) {
 	default:
 		return Key{}, fmt.Errorf("%w key %q: neither the ecc: nor the emq: prefix", ErrInvalid, clip(s))
 	}
+	switch s {
+	case queueRegistry:
+		return Key{Role: Bus, Type: Queues}, nil
+	case tableRegistry:
+		return Key{Role: Cache, Type: Tables}, nil
+	}
 	if len(rest) == 0 || rest[0] != '{' {
 		return Key{}, fmt.Errorf("%w key %q: the prefix must be followed by {<name>}", ErrInvalid, clip(s))
 	}
@@ -232,15 +258,18 @@ func Parse(s string) (Key, error) {
 		return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
 	}
 	if k.Role == Cache {
-		if rest == "" {
+		switch {
+		case rest == "":
 			k.Type = Record
 			if sharded {
 				k.Type = ShardRecord
 			}
 			return k, nil
-		}
-		if rest[0] != ':' {
-			return Key{}, fmt.Errorf("%w key %q: the hash tag must be followed by :<id> or nothing", ErrInvalid, clip(s))
+		case rest == tableStatsSuffix && !sharded:
+			k.Type = TableStats
+			return k, nil
+		case rest[0] != ':':
+			return Key{}, fmt.Errorf("%w key %q: the hash tag must be followed by :<id>, %s or nothing", ErrInvalid, clip(s), tableStatsSuffix)
 		}
 		k.Type, k.ID = Row, rest[1:]
 		if sharded {
@@ -262,7 +291,10 @@ func Parse(s string) (Key, error) {
 		k.Type = ShardInval
 		return k, nil
 	}
-	for t := Inval; t <= lastBusType; t++ {
+	for t := Inval; t <= lastType; t++ {
+		if int(t) >= len(suffix) || suffix[t] == "" {
+			continue // a cache type, or a registry: not spelled after a queue's tag
+		}
 		sfx := suffix[t]
 		switch t {
 		case Job, Unique, Periodic:
@@ -290,7 +322,7 @@ func Parse(s string) (Key, error) {
 			}
 		}
 	}
-	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics", ErrInvalid, clip(s))
+	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics, workers", ErrInvalid, clip(s))
 }
 
 // parseShard reads a shard index: a decimal in [0, MaxShards) without leading zeros, so each

@@ -33,7 +33,7 @@ func TestSlotVectors(t *testing.T) {
 	require.NoError(t, err)
 	p, err := q.Periodic("eod.report")
 	require.NoError(t, err)
-	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics()} {
+	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics(), q.Workers(), keys.MustTable("orders").Stats()} {
 		require.Equal(t, uint16(105), keys.Slot(k), "F5: every key of {orders} answers slot 105: %s", k)
 	}
 }
@@ -113,11 +113,15 @@ func TestBuilders(t *testing.T) {
 	require.Equal(t, "emq:{orders}:periodic:eod.report", p)
 	require.Equal(t, "emq:{orders}:periodic:", q.PeriodicPrefix())
 	require.Equal(t, "emq:{orders}:periodics", q.Periodics())
+	require.Equal(t, "emq:{orders}:workers", q.Workers())
+	require.Equal(t, "emq:queues", keys.QueueRegistry())
+	require.Equal(t, "ecc:tables", keys.TableRegistry())
 
 	tb := keys.MustTable("products")
 	require.Equal(t, "ecc:{products}", tb.Record())
 	require.Equal(t, "emq:{products}:inval", tb.Inval())
 	require.Equal(t, "ecc:{products}:", tb.RowPrefix())
+	require.Equal(t, "ecc:{products}#stats", tb.Stats())
 	ch, err := keys.TopicChannel("news")
 	require.NoError(t, err)
 	require.Equal(t, "emq:{news}:topic", ch)
@@ -136,7 +140,8 @@ func TestTypeNames(t *testing.T) {
 		keys.Row: "row", keys.Record: "record", keys.Inval: "inval", keys.Pending: "pending",
 		keys.Active: "active", keys.Schedule: "schedule", keys.Dead: "dead", keys.Meta: "meta",
 		keys.Wake: "wake", keys.Job: "job", keys.Unique: "uniq", keys.Topic: "topic",
-		keys.Periodic: "periodic", keys.Periodics: "periodics",
+		keys.Periodic: "periodic", keys.Periodics: "periodics", keys.Queues: "queues", keys.Tables: "tables",
+		keys.Workers: "workers", keys.TableStats: "stats",
 		keys.ShardRow: "shard-row", keys.ShardRecord: "shard-record", keys.ShardInval: "shard-inval",
 	} {
 		require.Equal(t, want, typ.String())
@@ -149,8 +154,8 @@ func TestTypeNames(t *testing.T) {
 func randomKey(r *rand.Rand) (string, keys.Key) {
 	name := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
 	q, t := keys.MustQueue(name), keys.MustTable(name)
-	switch r.IntN(17) {
-	case 14, 15, 16:
+	switch r.IntN(21) {
+	case 18, 19, 20:
 		n := r.IntN(keys.MaxShards)
 		sh, err := t.Shard(n)
 		if err != nil {
@@ -200,6 +205,14 @@ func randomKey(r *rand.Rand) (string, keys.Key) {
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Periodic, ID: sched}
 	case 12:
 		return q.Periodics(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Periodics}
+	case 13:
+		return q.Workers(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Workers}
+	case 14:
+		return t.Stats(), keys.Key{Role: keys.Cache, Name: name, Type: keys.TableStats}
+	case 15:
+		return keys.QueueRegistry(), keys.Key{Role: keys.Bus, Type: keys.Queues}
+	case 16:
+		return keys.TableRegistry(), keys.Key{Role: keys.Cache, Type: keys.Tables}
 	default:
 		k, _ := keys.TopicChannel(name)
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Topic}
@@ -241,6 +254,9 @@ func TestParseRefuses(t *testing.T) {
 		"other:{q}:pending", "emq:{q}:job:" + id + "x", "emq:{q}:job:JOB_8" + id[5:],
 		"emq:{q}:periodic:", "emq:{q}:periodic", "emq:{q}:periodicsx", "emq:{q}:periodic:a:b",
 		"emq:{q}:periodic:a b", "emq:{q}:periodic:" + strings.Repeat("x", 65), "emq:{q}:periodic:{a}",
+		"emq:{q}:workersx", "emq:{q}:workers:", "ecc:{t}#stat", "ecc:{t}#statsx", "ecc:{t}#", "emq:{q}#stats",
+		"emq:queue", "emq:queues:", "emq:queuesx", "ecc:table", "ecc:tablesx", "ecc:queues", "emq:tables", "ecc:{t}:",
+		"emq:{q}:", "emq:{queues}", "ECC:tables",
 		"ecc:{t#}", "ecc:{t#}:1", "ecc:{t#01}", "ecc:{t#00}:1", "ecc:{t#256}", "ecc:{t#1000}:1", "ecc:{t#-1}",
 		"ecc:{t#1#2}", "ecc:{#1}", "ecc:{t#x}:1", "ecc:{t#1 }", "emq:{t#1}:pending", "emq:{t#1}:topic",
 		"emq:{t#1}:job:" + id, "emq:{t#}:inval", "emq:{t#07}:inval", "ecc:{" + strings.Repeat("x", 65) + "#1}",
@@ -256,6 +272,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("emq:{q}:job:" + keys.NewJobID().String())
 	f.Add("emq:{q}:periodic:eod.report")
 	f.Add("emq:{q}:periodics")
+	f.Add("emq:queues")
+	f.Add("ecc:{t}#stats")
 	f.Add("ecc:{t#3}:id")
 	f.Add("emq:{t#255}:inval")
 	f.Fuzz(func(t *testing.T, s string) {
@@ -268,6 +286,12 @@ func FuzzParse(f *testing.F) {
 		}
 		if got := k.String(); got != s {
 			t.Fatalf("Parse(%q).String() = %q", s, got)
+		}
+		if k.Name == "" {
+			if s != keys.QueueRegistry() && s != keys.TableRegistry() {
+				t.Fatalf("Parse(%q) has no name but is no registry", s)
+			}
+			return
 		}
 		if keys.Slot(s) != keys.Slot("{"+k.Tag()+"}") {
 			t.Fatalf("%q does not hash by its tag", s)

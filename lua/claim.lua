@@ -1,13 +1,16 @@
 -- claim: pop up to count lex-oldest pending jobs, mint each one's fencing token, lease them on
 -- the server clock.
 --
--- The seed's claim (R0.2.3 §2), kept move for move: ZPOPMIN takes the lex-oldest ids (score 0,
--- so lex order is mint order), HINCRBY attempts mints the token, HSET state active marks the
--- row, and TIME plus lease_ms lands in the active set. Additions: up to count jobs in one call;
--- a paused queue refuses; due scheduled jobs are promoted first, at most promote_limit of them.
--- The job-row prefix is derived from KEYS[1] by the grammar instead of being passed in ARGV, so
--- no caller can point the script at a row outside the queue's hash tag. An id whose row is
--- missing or is not a hash cannot be worked: it is dropped from the set it was taken from.
+-- The seed's claim (R0.2.3 §2), move for move in its effects: ZPOPMIN takes the lex-oldest ids
+-- (score 0, so lex order is mint order), attempts + 1 is the token, state becomes active, and
+-- TIME plus lease_ms lands in the active set. Additions: up to count jobs in one call; a paused
+-- queue refuses; due scheduled jobs are promoted first, at most promote_limit of them. Each row
+-- costs one read (its attempts and payload) and one write (state and the new attempts in one
+-- HSET); the active set takes every claimed id in one ZADD. The job-row prefix is derived
+-- from the first key by the grammar instead of being passed in ARGV, so no caller can point
+-- the script at a row outside the queue's hash tag. An id whose row is missing, is not a
+-- hash, holds neither attempts nor payload, or holds an attempts that is not a decimal
+-- integer cannot be worked: it is dropped from the set it was taken from.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set; lex order is mint order
 -- KEYS[2]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
@@ -31,8 +34,8 @@
 --          + lease_ms at its claim or its last extend. The lease ran out when the deadline is
 --          <= server TIME: reap then moves the job back to pending (or to dead when its
 --          attempts reached the maximum), and the next claim mints a newer token, which fences
---          out the old holder. complete, completemany, fail and snooze do not read the
---          deadline: a lease that ran out but was not yet reaped still completes.
+--          out the old holder. complete, completemany, completeclaim, fail and snooze do not
+--          read the deadline: a lease that ran out but was not yet reaped still completes.
 -- REPLY    {} when pending is empty; else {id, payload, attempts, id, payload, attempts, ...}:
 --          one triple per claimed job, oldest first: the JOB id, the payload bytes, and the new
 --          attempts count (an integer), which is the fencing token of this claim
@@ -55,37 +58,74 @@ if not plimit then return redis.error_reply('EMQARGS promote_limit must be an in
 local function typeerr(key, got, want)
   if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
 end
+-- Each key's type is checked once per call, before the first write: pending and active by
+-- TYPE; meta and schedule by the read the claim needs anyway, which fails on another type.
 local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
-  or typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset')
-  or typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'hash')
 if e then return redis.error_reply(e) end
-if redis.call('HGET', KEYS[4], 'paused') == '1' then return redis.error_reply('EMQPAUSED the queue is paused') end
+local paused = redis.pcall('HGET', KEYS[4], 'paused')
+if type(paused) == 'table' and paused['err'] then
+  return redis.error_reply(typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'hash') or paused['err'])
+end
+if paused == '1' then return redis.error_reply('EMQPAUSED the queue is paused') end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local due = {}
 if plimit > 0 then
-  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, plimit)
+  due = redis.pcall('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, plimit)
+  if due['err'] then
+    return redis.error_reply(typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset') or due['err'])
+  end
+else
+  e = typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset')
+  if e then return redis.error_reply(e) end
+end
+-- Promote: the due ids leave schedule and join pending in one ZREM and one ZADD per 1000
+-- (unpack's bound); a row that is not a hash (or is missing) is dropped.
+if #due > 0 then
+  local add = {}
   for _, id in ipairs(due) do
-    redis.call('ZREM', KEYS[3], id)
     local jk = base .. 'job:' .. id
     if redis.call('TYPE', jk)['ok'] == 'hash' then
       redis.call('HSET', jk, 'state', 'pending')
-      redis.call('ZADD', KEYS[1], 0, id)
+      add[#add + 1] = 0
+      add[#add + 1] = id
     end
   end
+  for i = 1, #due, 1000 do
+    redis.call('ZREM', KEYS[3], unpack(due, i, math.min(i + 999, #due)))
+  end
+  for i = 1, #add, 2000 do
+    redis.call('ZADD', KEYS[1], unpack(add, i, math.min(i + 1999, #add)))
+  end
 end
-local out = {}
+-- Claim: one read (HMGET attempts, payload) and one write (HSET state, attempts) per row, then
+-- one ZADD of every claimed id into active per 1000. The token is the row's attempts + 1.
+local out, add = {}, {}
 local popped = redis.call('ZPOPMIN', KEYS[1], count)
+local deadline = now + lease
 for i = 1, #popped, 2 do
   local id = popped[i]
   local jk = base .. 'job:' .. id
-  if redis.call('TYPE', jk)['ok'] == 'hash' then
-    local att = redis.call('HINCRBY', jk, 'attempts', 1)
-    redis.call('HSET', jk, 'state', 'active')
-    redis.call('ZADD', KEYS[2], now + lease, id)
+  local row = redis.pcall('HMGET', jk, 'attempts', 'payload')
+  local att
+  if not row['err'] and (row[1] or row[2]) then
+    if not row[1] then
+      att = 1
+    elseif string.match(row[1], '^[0-9]+$') and #row[1] <= 15 then
+      att = tonumber(row[1]) + 1
+    end
+  end
+  if att then
+    redis.call('HSET', jk, 'state', 'active', 'attempts', string.format('%d', att))
+    add[#add + 1] = deadline
+    add[#add + 1] = id
     out[#out + 1] = id
-    out[#out + 1] = redis.call('HGET', jk, 'payload')
+    out[#out + 1] = row[2]
     out[#out + 1] = att
   end
+end
+for i = 1, #add, 2000 do
+  redis.call('ZADD', KEYS[2], unpack(add, i, math.min(i + 1999, #add)))
 end
 return out

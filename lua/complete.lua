@@ -12,11 +12,11 @@
 -- FORMAT   lease    see claim.lua
 -- FORMAT   fencing  attempts is the fencing token: a claim increments the row's attempts and
 --          returns it, and attempts never goes down. Every verb on a claimed job (complete,
---          completemany, fail, extend, snooze) checks inside the script, before any write,
---          that the job's row exists (else "EMQSTALE no row"), that its state is "active"
---          (else "EMQSTALE not active") and that its attempts equals the caller's token,
---          compared as decimal strings (else "EMQSTALE token mismatch"); a refused verb
---          writes nothing.
+--          completemany, completeclaim, fail, extend, snooze) checks inside the script,
+--          before any write, that the job's row exists (else "EMQSTALE no row"), that its
+--          state is "active" (else "EMQSTALE not active") and that its attempts equals the
+--          caller's token, compared as decimal strings (else "EMQSTALE token mismatch"); a
+--          refused verb writes nothing.
 -- REPLY    1 (integer): the job was retired
 -- ERROR    EMQSTALE   no row | not active | token mismatch (FORMAT fencing; nothing written)
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
@@ -35,10 +35,15 @@ end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'zset' then return redis.error_reply('EMQTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a zset') end
 local jk = base .. 'job:' .. id
-kind = redis.call('TYPE', jk)['ok']
-if kind == 'none' then return redis.error_reply('EMQSTALE no row') end
-if kind ~= 'hash' then return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. kind .. ', not a hash') end
-local row = redis.call('HMGET', jk, 'state', 'attempts')
+-- One read: HMGET answers two nils for a missing row and an error for a key of another type.
+local row = redis.pcall('HMGET', jk, 'state', 'attempts')
+if row['err'] then
+  if redis.call('EXISTS', jk) == 1 then
+    return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. redis.call('TYPE', jk)['ok'] .. ', not a hash')
+  end
+  return redis.error_reply(row['err'])
+end
+if not row[1] and not row[2] and redis.call('EXISTS', jk) == 0 then return redis.error_reply('EMQSTALE no row') end
 if row[1] ~= 'active' then return redis.error_reply('EMQSTALE not active') end
 if row[2] ~= token then return redis.error_reply('EMQSTALE token mismatch') end
 redis.call('ZREM', KEYS[1], id)

@@ -28,7 +28,7 @@ func init() {
 	}
 	none := func(int) []int { return nil }
 	for _, c := range strings.Fields(`GET SET SETNX GETDEL INCR INCRBY PEXPIRE PEXPIREAT PTTL TYPE
-		HGET HSET HSETNX HINCRBY HGETALL HDEL HMGET HLEN HEXISTS HKEYS
+		HGET HSET HSETNX HINCRBY HGETALL HDEL HMGET HLEN HEXISTS HKEYS HRANDFIELD
 		ZADD ZREM ZPOPMIN ZRANGE ZRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZCARD ZSCORE
 		ZMSCORE ZCOUNT ZLEXCOUNT ZREMRANGEBYSCORE ZREMRANGEBYLEX ZRANK
 		LPUSH RPUSH LPOP RPOP LTRIM LLEN SPUBLISH`) {
@@ -42,13 +42,17 @@ func init() {
 }
 
 var (
-	callRe     = regexp.MustCompile(`redis\.p?call\(`)
-	keysRefRe  = regexp.MustCompile(`^KEYS\[(\d+)\]$`)
-	assignRe   = regexp.MustCompile(`^\s*(?:local\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.+)$`)
-	forInRe    = regexp.MustCompile(`^\s*for\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:,\s*([A-Za-z_][A-Za-z0-9_]*))?\s+in\s+`)
-	identRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	argvRefRe  = regexp.MustCompile(`ARGV\[(\d+)\]`)
-	strCallRe  = regexp.MustCompile(`^string\.[a-z]+\((.*)\)$`)
+	callRe    = regexp.MustCompile(`redis\.p?call\(`)
+	keysRefRe = regexp.MustCompile(`^KEYS\[(\d+)\]$`)
+	assignRe  = regexp.MustCompile(`^\s*(?:local\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.+)$`)
+	forInRe   = regexp.MustCompile(`^\s*for\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:,\s*([A-Za-z_][A-Za-z0-9_]*))?\s+in\s+`)
+	identRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	argvRefRe = regexp.MustCompile(`ARGV\[(\d+)\]`)
+	strCallRe = regexp.MustCompile(`^string\.[a-z]+\((.*)\)$`)
+	// tableSetRe is an assignment to one element of a table: rows[i] = base .. 'job:' .. id.
+	tableSetRe = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\[[^\]]*\]\s*=\s*(.+)$`)
+	// unpackRe is unpack(rows, ...) in a key position: every element of rows is a key.
+	unpackRe   = regexp.MustCompile(`^unpack\(([A-Za-z_][A-Za-z0-9_]*)\s*(?:,.*)?\)$`)
 	luaComment = regexp.MustCompile(`--.*$`)
 )
 
@@ -90,6 +94,14 @@ func checkScript(s *lua.Script) []string {
 		}
 		if m := assignRe.FindStringSubmatch(line); m != nil && !strings.Contains(m[2], "redis.") {
 			derived[m[1]] = isDerived(strings.TrimSpace(m[2]))
+		}
+		if m := tableSetRe.FindStringSubmatch(line); m != nil {
+			// A table is a table of keys while every element assigned to it is derived; one
+			// element that is not makes it none for good.
+			k := "[]" + m[1]
+			if ok, seen := derived[k]; !seen || ok {
+				derived[k] = !strings.Contains(m[2], "redis.") && isDerived(strings.TrimSpace(m[2]))
+			}
 		}
 		if m := multiAssignRe.FindStringSubmatch(line); m != nil {
 			// local base, name = string.match(KEYS[1] or '', '^(emq:{...}:)...'): only a first
@@ -138,6 +150,9 @@ func checkScript(s *lua.Script) []string {
 }
 
 func derivedExpr(expr string, derived map[string]bool, nKeys int) bool {
+	if m := unpackRe.FindStringSubmatch(strings.TrimSpace(expr)); m != nil {
+		return derived["[]"+m[1]]
+	}
 	head := strings.TrimSpace(strings.SplitN(expr, "..", 2)[0])
 	if m := keysRefRe.FindStringSubmatch(head); m != nil {
 		n, _ := strconv.Atoi(m[1])
@@ -200,6 +215,9 @@ func TestKeyDisciplineCatchesStrays(t *testing.T) {
 		{"undeclared argv", "redis.call('SET', KEYS[1], ARGV[2])"},
 		{"a later capture as key", "local base, rest = string.match(KEYS[1] or '', '^(emq:{q}:)(.+)$')\nredis.call('DEL', rest)"},
 		{"an unanchored capture as key", "local tail, x = string.match(KEYS[1] or '', ':(pending)()$')\nredis.call('DEL', tail)"},
+		{"unpack of a table of args", "local t = {}\nt[1] = ARGV[1]\nredis.call('DEL', unpack(t))"},
+		{"unpack of a table with one stray", "local t = {}\nt[1] = KEYS[1] .. 'x'\nt[2] = ARGV[1]\nt[3] = KEYS[1] .. 'y'\nredis.call('DEL', unpack(t, 1, 3))"},
+		{"unpack of an unknown table", "redis.call('DEL', unpack(t))"},
 	} {
 		src := "-- KEYS[1] emq:{<q>}:pending  p\n-- ARGV[1] a  bytes  a\n-- REPLY nil\n-- ERROR EMQKEYS  k\n" + tc.body + "\n"
 		h, err := lua.ParseHeader(src)

@@ -42,13 +42,19 @@ type guard struct {
 
 // guardFor derives the guard of a KEYS[1] form. The forms the bundle uses are a queue key
 // (emq:{<q>}:<type>), a schedule row (emq:{<q>}:periodic:<name>), a table's record
-// (ecc:{<table>}) and a row (ecc:{<table>}:<id>).
+// (ecc:{<table>}), its stats hash (ecc:{<table>}#stats) and a row (ecc:{<table>}:<id>).
 func guardFor(form string) (guard, error) {
 	switch {
 	case form == keys.Record.Form():
 		return guard{
 			pattern: `^ecc:{(` + luaName + `#?%d*)}$`,
 			bounds:  func(v, _ string) []string { return tagBounds(v) },
+			other:   tableOther,
+		}, nil
+	case form == keys.TableStats.Form():
+		return guard{
+			pattern: `^ecc:{(` + luaName + `)}#stats$`,
+			bounds:  func(v, _ string) []string { return []string{"#" + v + " > 64"} },
 			other:   tableOther,
 		}, nil
 	case form == keys.Row.Form():

@@ -57,22 +57,38 @@ if max == 0 then max = tonumber(meta[1]) or dmax end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
-local requeued, dead = {}, {}
+-- Per job one read (its attempts) and one write (its state); the sets take the moved ids in
+-- one ZREM and one ZADD each per 1000 (unpack's bound).
+local requeued, dead, toPending, toDead = {}, {}, {}, {}
 for _, id in ipairs(expired) do
-  redis.call('ZREM', KEYS[1], id)
   local jk = base .. 'job:' .. id
-  if redis.call('TYPE', jk)['ok'] == 'hash' then
-    local att = tonumber(redis.call('HGET', jk, 'attempts')) or 0
+  -- HGET answers an error for a key of another type and nil for a missing row (or field):
+  -- EXISTS tells those two apart only then.
+  local att = redis.pcall('HGET', jk, 'attempts')
+  local hash = type(att) ~= 'table' and (att or redis.call('EXISTS', jk) == 1)
+  if hash then
+    att = tonumber(att) or 0
     if max > 0 and att >= max then
       redis.call('HSET', jk, 'state', 'dead')
-      redis.call('ZADD', KEYS[3], 0, id)
+      toDead[#toDead + 1] = 0
+      toDead[#toDead + 1] = id
       dead[#dead + 1] = id
     else
       redis.call('HSET', jk, 'state', 'pending')
-      redis.call('ZADD', KEYS[2], 0, id)
+      toPending[#toPending + 1] = 0
+      toPending[#toPending + 1] = id
       requeued[#requeued + 1] = id
     end
   end
+end
+for i = 1, #expired, 1000 do
+  redis.call('ZREM', KEYS[1], unpack(expired, i, math.min(i + 999, #expired)))
+end
+for i = 1, #toPending, 2000 do
+  redis.call('ZADD', KEYS[2], unpack(toPending, i, math.min(i + 1999, #toPending)))
+end
+for i = 1, #toDead, 2000 do
+  redis.call('ZADD', KEYS[3], unpack(toDead, i, math.min(i + 1999, #toDead)))
 end
 if #requeued > 0 and meta[2] ~= '1' then
   redis.call('LPUSH', KEYS[5], '1')

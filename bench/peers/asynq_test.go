@@ -21,7 +21,7 @@ var jobPayload = []byte(`{"order_id":123456,"action":"settle","amount":4200}`)
 
 // concurrencies are the worker concurrencies of the end-to-end benchmarks;
 // BenchmarkBusJobs uses the same sub-benchmark names.
-var concurrencies = []int{1, 8, 20}
+var concurrencies = []int{1, 8, 20, 100}
 
 // asynqOpt is the connection option for the shared server.
 func asynqOpt(b *testing.B) asynq.RedisClientOpt {

@@ -93,35 +93,8 @@ func run(cfg config, out io.Writer) error {
 	}
 	defer sub.Close()
 
-	// Producer: typed tasks, JSON-encoded in an envelope that names their kind.
-	var dup bus.Enqueued
-	{
-		batch := make([]bus.NewJob, cfg.jobs-1)
-		for i := range batch {
-			p, err := bus.EncodeTask("example.work", work{N: i, Flaky: i%4 == 1}, nil)
-			if err != nil {
-				return err
-			}
-			batch[i] = bus.NewJob{Payload: p}
-		}
-		delayed := batch[len(batch)/2:]
-		if _, err := b.EnqueueBatch(ctx, cfg.queue, batch[:len(batch)/2], nil); err != nil {
-			return err
-		}
-		if _, err := b.EnqueueBatch(ctx, cfg.queue, delayed, &bus.EnqueueOpts{Delay: 200 * time.Millisecond}); err != nil {
-			return err
-		}
-		// One key per run, so that a second run against the same server is not a duplicate.
-		once := &bus.TaskOpts{EnqueueOpts: bus.EnqueueOpts{UniqueKey: "report-" + strconv.FormatInt(time.Now().UnixNano(), 36)}}
-		first, err := bus.EnqueueTask(ctx, b, cfg.queue, "example.work", work{N: -1}, once)
-		if err != nil {
-			return err
-		}
-		if dup, err = bus.EnqueueTask(ctx, b, cfg.queue, "example.work", work{N: -1}, once); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "enqueued %d jobs (%d delayed); the second enqueue of key %q returned %s, duplicate=%v\n",
-			cfg.jobs, len(delayed), once.UniqueKey, dup.ID, dup.Duplicate && dup.ID == first.ID)
+	if err := produce(ctx, b, cfg, out); err != nil {
+		return err
 	}
 
 	// Consumers: one worker each, 4 handlers at a time. Completions are announced on the
@@ -160,13 +133,7 @@ func run(cfg config, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		bus.MustHandle(w, "example.work", func(ctx context.Context, t *bus.Task[work]) error {
-			time.Sleep(5 * time.Millisecond) // the work
-			if t.Args.Flaky && t.Job.Token == 1 {
-				return errors.New("flaky: fails on its first attempt")
-			}
-			return nil
-		}, nil)
+		bus.MustHandle(w, "example.work", handleWork, nil)
 		if err := w.Start(); err != nil {
 			return err
 		}
@@ -199,6 +166,49 @@ func run(cfg config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "completed %d jobs, %d after a retry; left: pending %d, active %d, scheduled %d, dead %d\n",
 		completed.Load(), retried.Load(), counts.Pending, counts.Active, counts.Scheduled, counts.Dead)
+	return nil
+}
+
+// produce is the producer: cfg.jobs typed tasks, JSON-encoded in an envelope that names their
+// kind, the second half of them delayed by 200 ms, the last one enqueued twice under one
+// idempotency key (the second enqueue adds nothing).
+func produce(ctx context.Context, b *bus.Bus, cfg config, out io.Writer) error {
+	batch := make([]bus.NewJob, cfg.jobs-1)
+	for i := range batch {
+		p, err := bus.EncodeTask("example.work", work{N: i, Flaky: i%4 == 1}, nil)
+		if err != nil {
+			return err
+		}
+		batch[i] = bus.NewJob{Payload: p}
+	}
+	delayed := batch[len(batch)/2:]
+	if _, err := b.EnqueueBatch(ctx, cfg.queue, batch[:len(batch)/2], nil); err != nil {
+		return err
+	}
+	if _, err := b.EnqueueBatch(ctx, cfg.queue, delayed, &bus.EnqueueOpts{Delay: 200 * time.Millisecond}); err != nil {
+		return err
+	}
+	// One key per run, so that a second run against the same server is not a duplicate.
+	once := &bus.TaskOpts{EnqueueOpts: bus.EnqueueOpts{UniqueKey: "report-" + strconv.FormatInt(time.Now().UnixNano(), 36)}}
+	first, err := bus.EnqueueTask(ctx, b, cfg.queue, "example.work", work{N: -1}, once)
+	if err != nil {
+		return err
+	}
+	dup, err := bus.EnqueueTask(ctx, b, cfg.queue, "example.work", work{N: -1}, once)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "enqueued %d jobs (%d delayed); the second enqueue of key %q returned %s, duplicate=%v\n",
+		cfg.jobs, len(delayed), once.UniqueKey, dup.ID, dup.Duplicate && dup.ID == first.ID)
+	return nil
+}
+
+// handleWork is the handler of kind example.work: a flaky task fails its first attempt.
+func handleWork(ctx context.Context, t *bus.Task[work]) error {
+	time.Sleep(5 * time.Millisecond) // the work
+	if t.Args.Flaky && t.Job.Token == 1 {
+		return errors.New("flaky: fails on its first attempt")
+	}
 	return nil
 }
 

@@ -11,10 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/echotest"
 	"github.com/echocache/echocache/internal/valkeytest"
 )
 
-func TestMain(m *testing.M) { valkeytest.Main(m) }
+// echotest.Main is valkeytest.Main for users: one shared server for the package's tests.
+func TestMain(m *testing.M) { echotest.Main(m) }
 
 // TestExample builds the program once and runs it against a throwaway server, as a newcomer
 // would with VALKEY_ADDR set: it must exit 0 by itself with every job completed and the queue

@@ -112,7 +112,7 @@ func render() ([]byte, error) {
 
 	// Keyspace.
 	p("## Keyspace\n\n")
-	p("Two roles share one engine under two prefixes, each key hash-tagged on a name:\n\n")
+	p("Two roles share one engine under two prefixes, each key hash-tagged on a name but for the two registries:\n\n")
 	p("- a name (table, queue, topic) is %s;\n", esc(keys.NameRule))
 	p("- a row id or an idempotency key is %s;\n", esc(keys.IDRule))
 	p("- a JOB id is as FORMAT [jobid](#jobid) says.\n\n")
@@ -124,6 +124,15 @@ func render() ([]byte, error) {
 	p("first `{` and the next `}`, when not empty; else of the whole key): `{orders}` is in slot 105, `{fills}` in 4165,\n")
 	p("`{payments}` in 8507, and `123456789` in 12739. The two channel types are shard channels: scripts publish with\n")
 	p("SPUBLISH from the slot of their keys, and subscribers use SSUBSCRIBE (on a cluster, on a node of that slot).\n\n")
+	p("The two registries, `%s` and `%s`, are the only keys outside a hash tag, so each is one sorted set in one\n", keys.QueueRegistry(), keys.TableRegistry())
+	p("slot and one ZRANGE lists every queue or table on any deployment. No script touches them: a client that writes\n")
+	p("to a queue (enqueue, periodic declare, pause, resume, configure, worker start) or declares a table sends\n")
+	p("`ZADD <registry> NX <unix ms> <name>` once per process and name, after its first write succeeded; NX keeps the\n")
+	p("first-seen time. Tools list them with `ZRANGE <registry> 0 -1 WITHSCORES`. A name stays listed after its keys\n")
+	p("are gone (an emptied queue is still a queue); an operator removes one with ZREM.\n\n")
+	p("The stats hashes (`%s`, `%s`) hold one JSON snapshot per publishing process, written and read by\n", keys.Workers.Form(), keys.TableStats.Form())
+	p("scripts (%s) that stamp and judge them by the server's TIME\n", links([]string{"workers_report", "workers_read", "cache_stats_report", "cache_stats_read"}))
+	p("(FORMAT [report](#report)).\n\n")
 
 	// Rules.
 	p("## Argument rules\n\n")

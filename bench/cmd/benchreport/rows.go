@@ -30,6 +30,8 @@ const (
 	oursJobs1         = "BenchmarkBusJobs/c=1"
 	oursJobs8         = "BenchmarkBusJobs/c=8"
 	oursJobs20        = "BenchmarkBusJobs/c=20"
+	oursJobs100       = "BenchmarkBusJobs/c=100"
+	oursCeiling       = "BenchmarkBusCeiling"
 
 	// Interleaved comparisons (bench.Compare), each reporting a ratio that
 	// survives the machine's noise; the rows take their ratio from these.
@@ -69,9 +71,15 @@ const (
 	peerAsynqJobs1      = "BenchmarkAsynqJobs/c=1"
 	peerAsynqJobs8      = "BenchmarkAsynqJobs/c=8"
 	peerAsynqJobs20     = "BenchmarkAsynqJobs/c=20"
-	peerCmpGoRedis      = "BenchmarkCompareGoRedisRemote"
-	peerCmpAsynq        = "BenchmarkCompareAsynqEnqueue"
-	peerCmpCSC          = "BenchmarkCompareCSCPubSub"
+	peerAsynqJobs100    = "BenchmarkAsynqJobs/c=100"
+	// BullMQ runs in Node: bench/peers/bullmq/jobs.mjs prints these lines.
+	peerBullMQJobs1   = "BenchmarkBullMQJobs/c=1"
+	peerBullMQJobs8   = "BenchmarkBullMQJobs/c=8"
+	peerBullMQJobs20  = "BenchmarkBullMQJobs/c=20"
+	peerBullMQJobs100 = "BenchmarkBullMQJobs/c=100"
+	peerCmpGoRedis    = "BenchmarkCompareGoRedisRemote"
+	peerCmpAsynq      = "BenchmarkCompareAsynqEnqueue"
+	peerCmpCSC        = "BenchmarkCompareCSCPubSub"
 )
 
 const (
@@ -132,6 +140,8 @@ var expectedOurs = []expected{
 	{oursJobs1, core, "b.N jobs enqueued before the timer; a worker with concurrency 1 and a no-op handler; the timer stops at the b.N-th completion; reports jobs/s (as BenchmarkAsynqJobs)"},
 	{oursJobs8, core, "the same with concurrency 8"},
 	{oursJobs20, core, "the same with concurrency 20"},
+	{oursJobs100, core, "the same with concurrency 100"},
+	{oursCeiling, core, "the batched protocol's ceiling, no worker: b.N jobs enqueued before the timer (100 per call), then claim 100 and completemany the 100 per call until empty; reports jobs/s"},
 }
 
 // Where a benchmark of ours goes.
@@ -176,7 +186,11 @@ var rows = []row{
 	{id: "claim-complete", section: secBus, name: "claim + complete, per job ÷ one raw GET round trip", subject: ns(oursClaimComplete), other: ptr(ns(baseGetSerial)), paired: cmp(oursCmpClaimComplete), better: lower, guard: true},
 	{id: "jobs-c1", section: secBus, name: "end-to-end jobs/s, concurrency 1 ÷ asynq", subject: metric(oursJobs1, unitJobs), other: ptr(metric(peerAsynqJobs1, unitJobs)), better: higher, guard: true},
 	{id: "jobs-c8", section: secBus, name: "end-to-end jobs/s, concurrency 8 ÷ asynq", subject: metric(oursJobs8, unitJobs), other: ptr(metric(peerAsynqJobs8, unitJobs)), better: higher, guard: true},
-	{id: "jobs-c20", section: secBus, name: "end-to-end jobs/s, concurrency 20 ÷ asynq", subject: metric(oursJobs20, unitJobs), other: ptr(metric(peerAsynqJobs20, unitJobs)), better: higher, guard: true, target: "≥ 6×"},
+	{id: "jobs-c20", section: secBus, name: "end-to-end jobs/s, concurrency 20 ÷ asynq", subject: metric(oursJobs20, unitJobs), other: ptr(metric(peerAsynqJobs20, unitJobs)), better: higher, guard: true},
+	{id: "jobs-c100", section: secBus, name: "end-to-end jobs/s, concurrency 100 ÷ asynq", subject: metric(oursJobs100, unitJobs), other: ptr(metric(peerAsynqJobs100, unitJobs)), better: higher, guard: true},
+	{id: "jobs-c20-bullmq", section: secBus, name: "end-to-end jobs/s, concurrency 20 ÷ BullMQ", subject: metric(oursJobs20, unitJobs), other: ptr(metric(peerBullMQJobs20, unitJobs)), better: higher, guard: true, target: "≥ 5×"},
+	{id: "jobs-c100-bullmq", section: secBus, name: "end-to-end jobs/s, concurrency 100 ÷ BullMQ", subject: metric(oursJobs100, unitJobs), other: ptr(metric(peerBullMQJobs100, unitJobs)), better: higher, guard: true},
+	{id: "jobs-c100-ceiling", section: secBus, name: "end-to-end jobs/s, concurrency 100 ÷ the batched protocol (claim + completemany of 100 per call, no worker)", subject: metric(oursJobs100, unitJobs), other: ptr(metric(oursCeiling, unitJobs)), better: higher, guard: true, target: "≥ 0.6×"},
 
 	// Baselines and peers on their own.
 	{id: "base-ristretto", section: secContext, name: "raw ristretto Get, serial (vs the seed's L1 hit)", subject: ns(baseRistrettoSerial), seed: bench.SeedL1HitNs},
@@ -200,6 +214,12 @@ var rows = []row{
 	{id: "peer-asynq-c1", section: secContext, name: "asynq end-to-end jobs/s, concurrency 1", subject: metric(peerAsynqJobs1, unitJobs)},
 	{id: "peer-asynq-c8", section: secContext, name: "asynq end-to-end jobs/s, concurrency 8", subject: metric(peerAsynqJobs8, unitJobs)},
 	{id: "peer-asynq-c20", section: secContext, name: "asynq end-to-end jobs/s, concurrency 20", subject: metric(peerAsynqJobs20, unitJobs)},
+	{id: "peer-asynq-c100", section: secContext, name: "asynq end-to-end jobs/s, concurrency 100", subject: metric(peerAsynqJobs100, unitJobs)},
+	{id: "peer-bullmq-c1", section: secContext, name: "BullMQ end-to-end jobs/s, concurrency 1", subject: metric(peerBullMQJobs1, unitJobs)},
+	{id: "peer-bullmq-c8", section: secContext, name: "BullMQ end-to-end jobs/s, concurrency 8", subject: metric(peerBullMQJobs8, unitJobs)},
+	{id: "peer-bullmq-c20", section: secContext, name: "BullMQ end-to-end jobs/s, concurrency 20", subject: metric(peerBullMQJobs20, unitJobs)},
+	{id: "peer-bullmq-c100", section: secContext, name: "BullMQ end-to-end jobs/s, concurrency 100", subject: metric(peerBullMQJobs100, unitJobs)},
+	{id: "bus-ceiling", section: secContext, name: "EchoMQ batched protocol ceiling, jobs/s (claim + completemany of 100 per call, no worker)", subject: metric(oursCeiling, unitJobs)},
 }
 
 // chartBars are the bars of the SVG chart, top to bottom: the tiers of ours,
@@ -211,6 +231,7 @@ var chartBars = []chartBar{
 	{group: groupOurs, label: "invalidation p50", m: metric(oursInvalidation, unitP50)},
 	{group: groupOurs, label: "bus enqueue", m: ns(oursEnqueue)},
 	{group: groupOurs, label: "bus, per job at c=20", m: metric(oursJobs20, unitJobs), perJob: true},
+	{group: groupOurs, label: "bus, per job at c=100", m: metric(oursJobs100, unitJobs), perJob: true},
 	{group: groupBase, label: "raw ristretto Get", m: ns(baseRistrettoSerial)},
 	{group: groupBase, label: "raw GET", m: ns(baseGetSerial)},
 	{group: groupBase, label: "raw GET miss + SET PX", m: ns(baseMissFill)},
@@ -221,6 +242,7 @@ var chartBars = []chartBar{
 	{group: groupPeer, label: "valkey-go CSC invalidation p50", m: metric(peerCSCInval, unitP50)},
 	{group: groupPeer, label: "asynq Enqueue", m: ns(peerAsynqEnqueue)},
 	{group: groupPeer, label: "asynq, per job at c=20", m: metric(peerAsynqJobs20, unitJobs), perJob: true},
+	{group: groupPeer, label: "BullMQ, per job at c=20", m: metric(peerBullMQJobs20, unitJobs), perJob: true},
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -15,6 +15,9 @@ import (
 func TestRowsAreConsistent(t *testing.T) {
 	t.Parallel()
 	defined := benchmarkFuncs(t, filepath.Join("..", ".."), filepath.Join("..", "..", "peers"))
+	for name := range nodeBenchmarks(t, filepath.Join("..", "..", "peers", "bullmq")) {
+		defined[name] = true
+	}
 	for _, name := range []string{baseCmpAA, baseCmpTierGap, peerCmpGoRedis, peerCmpAsynq, peerCmpCSC} {
 		require.True(t, defined[name], "%s is not defined", name)
 	}
@@ -84,5 +87,25 @@ func benchmarkFuncs(t *testing.T, dirs ...string) map[string]bool {
 			}
 		}
 	}
+	return out
+}
+
+// nodeBenchmarks returns the benchmark names the Node peers' scripts in dir print: the
+// `Benchmark...` at the head of a template literal, up to its first "/".
+func nodeBenchmarks(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	re := regexp.MustCompile("`(Benchmark\\w+)/")
+	files, err := filepath.Glob(filepath.Join(dir, "*.mjs"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, dir)
+	out := map[string]bool{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			out[m[1]] = true
+		}
+	}
+	require.NotEmpty(t, out, "no benchmark name in %s", dir)
 	return out
 }

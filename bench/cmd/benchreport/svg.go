@@ -14,7 +14,7 @@ type chartGroup string
 const (
 	groupOurs chartGroup = "ours (EchoCache tiers, EchoMQ)"
 	groupBase chartGroup = "baselines (raw ristretto, raw valkey-go)"
-	groupPeer chartGroup = "peers (valkey-go CSC, go-redis/cache, asynq)"
+	groupPeer chartGroup = "peers (valkey-go CSC, go-redis/cache, asynq, BullMQ)"
 )
 
 var groupColor = map[chartGroup]string{

@@ -1,0 +1,90 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/echocache/echocache/keys"
+)
+
+// The queue registry: emq:queues, one sorted set outside any hash tag, scored by the unix ms a
+// queue was first seen (see keys.QueueRegistry). A Bus adds a queue with ZADD NX after its
+// first successful write to it (enqueue, DeclarePeriodic, Pause, Resume, SetMaxAttempts) and
+// a Worker when it starts, once per Bus and name: afterwards a write pays one lock-free map
+// read. A tool lists every queue, empty ones included, with one ZRANGE, on a cluster too (the
+// set is in one slot; any node redirects to it).
+//
+// Why not a key per queue found by SCAN: listing 200 queues would walk every key of every
+// primary (the job rows included, millions on a busy deployment) on every dashboard refresh;
+// the registry answers with one read of one small set, and costs each process one ZADD per
+// queue in its lifetime.
+
+// registry is the Bus's memo of the names it has listed.
+type registry struct {
+	listed sync.Map     // queue name -> struct{}: ZADD NX succeeded
+	size   atomic.Int64 // names in listed, bounded by maxCachedQueues
+}
+
+// QueueInfo is one queue of the registry.
+type QueueInfo struct {
+	Name string
+	// FirstSeen is when a client first wrote to the queue, by that client's clock (the
+	// registry's score).
+	FirstSeen time.Time
+}
+
+// Queues lists every queue of the registry, sorted by name: the queues clients wrote to or
+// started workers on, whether or not any of their keys remain (an emptied queue is listed).
+// It is one ZRANGE of one set, on a standalone server or a cluster. Queues written only by
+// clients that do not register them (older versions, raw scripts) are not listed; a queue
+// stays listed until an operator removes it (ZREM emq:queues <name>).
+func (b *Bus) Queues(ctx context.Context) ([]QueueInfo, error) {
+	const op = "queues"
+	cmd := b.client.B().Zrange().Key(keys.QueueRegistry()).Min("0").Max("-1").Withscores().Build()
+	entries, err := b.client.Do(ctx, cmd).AsZScores()
+	if err != nil {
+		return nil, fmt.Errorf("bus: %s: %w", op, translate(err))
+	}
+	out := make([]QueueInfo, 0, len(entries))
+	for _, e := range entries {
+		if keys.ValidateName(e.Member) != nil {
+			return nil, protocolError(op, "%s holds %q, not a queue name", keys.QueueRegistry(), e.Member)
+		}
+		out = append(out, QueueInfo{Name: e.Member, FirstSeen: time.UnixMilli(int64(e.Score))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// listAfter adds q to the registry when err says the write to it happened (nil, or an
+// *AckError: the write reached the primary), and returns err. A ZADD that fails is not
+// reported (the caller's write succeeded; failing it would invite a second write) and is
+// tried again at the next write.
+func (b *Bus) listAfter(ctx context.Context, q keys.Queue, err error) error {
+	if err == nil || errors.Is(err, ErrNotDurable) {
+		b.list(ctx, q.Name())
+	}
+	return err
+}
+
+// list adds name to the registry once per Bus; it reports whether the name is listed.
+func (b *Bus) list(ctx context.Context, name string) error {
+	if _, ok := b.reg.listed.Load(name); ok {
+		return nil
+	}
+	cmd := b.client.B().Zadd().Key(keys.QueueRegistry()).Nx().ScoreMember().
+		ScoreMember(float64(time.Now().UnixMilli()), name).Build()
+	if err := b.client.Do(ctx, cmd).Error(); err != nil {
+		return fmt.Errorf("bus: listing queue %s in %s: %w", name, keys.QueueRegistry(), translate(err))
+	}
+	// Past the bound a name is sent again at each write: ZADD NX keeps its first score.
+	if b.reg.size.Add(1) <= maxCachedQueues {
+		b.reg.listed.Store(name, struct{}{})
+	}
+	return nil
+}

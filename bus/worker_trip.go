@@ -1,0 +1,146 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/echocache/echocache/lua"
+)
+
+// The loop's round trips: what one carries, how a sender goroutine sends it, and how the loop
+// applies its replies.
+
+// roundTrip is one pipeline: built and applied by the loop, sent by a sender goroutine.
+type roundTrip struct {
+	steps        []step
+	sending      []*inflight // the outcomes it carries
+	claim        int         // jobs its claim asks for
+	ack          *Ack
+	pastDeadline bool // built after Close's deadline passed: bounded by handBackTimeout
+
+	// Set by the sender before it hands the round trip back.
+	out     []result
+	unacked error
+	err     error
+
+	arrived bool // the loop received it back
+}
+
+// step is one script of a round trip and what to do with its reply.
+type step struct {
+	script lua.Run
+	reply  func(result) bool // false: a transport error, the round trip failed
+}
+
+// build assembles a round trip: the outcomes, the heartbeat, housekeeping, the claim and the
+// schedule's head.
+func (l *loop) build(claim int, beat bool) *roundTrip {
+	rt := &roundTrip{sending: l.outcomes, claim: claim, pastDeadline: l.pastDeadline}
+	l.outcomes = nil
+	steps, completes := l.outcomeSteps(rt.sending)
+	housekeep := l.housekeepDue
+	if len(completes) > 0 && (claim == 0 || housekeep) {
+		// Alone, or ahead of a reap: completes retire their jobs before a reap could find
+		// their leases run out.
+		steps = append(steps, l.completeStep(completes))
+		completes = nil
+	}
+	if beat {
+		steps = append(steps, l.extendSteps()...)
+	}
+	if housekeep {
+		l.housekeepDue = false
+		steps = append(steps, l.housekeepSteps()...)
+	}
+	switch {
+	case claim > 0 && len(completes) > 0:
+		steps = append(steps, l.completeClaimStep(completes, claim))
+	case claim > 0:
+		steps = append(steps, l.claimStep(claim))
+	}
+	if l.dueCheck && !l.draining {
+		l.dueCheck = false
+		steps = append(steps, l.dueStep())
+	}
+	if claim > 0 && l.w.cfg.ClaimAck.Durability != Primary {
+		rt.ack = &l.w.cfg.ClaimAck
+	}
+	rt.steps = steps
+	return rt
+}
+
+// sender is one of the goroutines that send round trips: each sends one at a time and hands
+// it back to the loop with its replies.
+func (l *loop) sender() {
+	w := l.w
+	for rt := range l.sends {
+		began := time.Now()
+		rt.out, rt.unacked, rt.err = w.send(rt.steps, rt.ack, rt.pastDeadline)
+		w.stats.roundTripNanos.Add(int64(time.Since(began)))
+		l.replies <- rt // capacity maxInFlight: never blocks
+	}
+}
+
+// apply applies a round trip's replies. A round trip the server did not answer puts its
+// outcomes back in the queue (they are sent again) and backs off.
+func (l *loop) apply(rt *roundTrip) {
+	l.claiming -= rt.claim
+	if rt.err != nil {
+		l.w.log.Error("bus: worker: round trip", "err", rt.err)
+		l.outcomes = append(rt.sending, l.outcomes...)
+		l.hungry = l.hungry || rt.claim > 0
+		l.backOff()
+		return
+	}
+	ok := true
+	l.unacked = rt.unacked
+	for i, s := range rt.steps {
+		if !s.reply(rt.out[i]) {
+			ok = false
+		}
+	}
+	l.unacked = nil
+	l.outcomes = append(l.resend, l.outcomes...)
+	l.resend = nil
+	if ok {
+		l.errWait = 0
+	} else {
+		l.backOff()
+	}
+}
+
+// send runs the steps' scripts in one pipeline, bounded by roundTripTimeout; past Close's
+// deadline (which cancelled hardCtx) by handBackTimeout instead. With ack, the pipeline is
+// followed by its wait, and unacked is why the acknowledgement fell short (the replies are
+// valid all the same). It runs on a sender goroutine and reads nothing of the loop.
+func (w *Worker) send(steps []step, ack *Ack, pastDeadline bool) (out []result, unacked, err error) {
+	parent, timeout := w.hardCtx, roundTripTimeout
+	if pastDeadline {
+		parent, timeout = context.Background(), handBackTimeout
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	runs := make([]lua.Run, len(steps))
+	for i, s := range steps {
+		runs[i] = s.script
+	}
+	out, err = w.b.execMulti(ctx, runs, ack)
+	if ack != nil && err != nil && len(out) == len(steps) {
+		return out, err, nil // the scripts ran; their writes may not have reached a replica
+	}
+	if err == nil && len(out) != len(steps) { // not expected: errors come per reply
+		err = protocolError("round trip", "%d replies to %d scripts", len(out), len(steps))
+	}
+	return out, nil, err
+}
+
+// transient reports whether err is not the script's answer (a transport error, a timeout):
+// the call may be sent again.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var se *scriptError
+	return !errors.As(err, &se) && !errors.Is(err, ErrWrongType)
+}

@@ -1,0 +1,186 @@
+package echotest
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/panics"
+	"github.com/echocache/echocache/keys"
+)
+
+// DefaultQueue is the queue a [Worker] reports in Call.Queue and Job.Queue when its
+// WorkerConfig names none.
+const DefaultQueue = "echotest"
+
+// Worker runs one kind's handler on one task at a time the way a bus.Worker does, without a
+// server: the args are encoded by the kind's codec into a task envelope, the claimed job is
+// made up (a fresh JOB id, the attempt as its token), the handler runs inside the worker's
+// and the kind's middleware, under the kind's timeout, with a panic turned into a
+// *bus.PanicError, and the returned error is read as the worker would read it ([Outcome]).
+// Nothing is enqueued, claimed or completed: the test sees the handler's own behaviour. It is
+// safe for concurrent use.
+type Worker[T any] struct {
+	queue, kind string
+	codec       bus.Codec
+	timeout     time.Duration // 0: none
+	h           bus.Handler
+}
+
+// NewWorker returns a Worker for the handler of kind that a bus.Worker of cfg would register
+// with bus.Handle(w, kind, fn, opts). Of cfg it uses Queue (default [DefaultQueue]), Codec,
+// JobTimeout and Middleware; of opts, Codec, Timeout and Middleware, with the worker's
+// defaults (bus.JSONCodec, bus.DefaultJobTimeout; a negative timeout is none). A kind or an
+// option the worker would refuse fails the test.
+func NewWorker[T any](tb testing.TB, cfg bus.WorkerConfig, kind string, fn func(context.Context, *bus.Task[T]) error, opts *bus.HandlerOpts) *Worker[T] {
+	tb.Helper()
+	if err := keys.ValidateName(kind); err != nil {
+		tb.Fatalf("echotest: NewWorker: kind: %v", err)
+	}
+	if fn == nil {
+		tb.Fatalf("echotest: NewWorker: kind %s: nil function", kind)
+	}
+	var o bus.HandlerOpts
+	if opts != nil {
+		o = *opts
+	}
+	codec := o.Codec
+	if codec == nil {
+		codec = cfg.Codec
+	}
+	if codec == nil {
+		codec = bus.JSONCodec{}
+	}
+	timeout := cmp.Or(o.Timeout, cfg.JobTimeout, bus.DefaultJobTimeout)
+	mws := append(append([]bus.Middleware(nil), cfg.Middleware...), o.Middleware...)
+	for i, m := range mws {
+		if m == nil {
+			tb.Fatalf("echotest: NewWorker: kind %s: middleware %d is nil", kind, i)
+		}
+	}
+	inner := bus.TaskHandler(fn, codec)
+	recovered := func(ctx context.Context, c *bus.Call) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = panics.New("bus: handler of kind "+c.Kind, p)
+			}
+		}()
+		return inner(ctx, c)
+	}
+	return &Worker[T]{
+		queue: cmp.Or(cfg.Queue, DefaultQueue), kind: kind, codec: codec,
+		timeout: max(timeout, 0), h: bus.Chain(recovered, mws...),
+	}
+}
+
+// WorkOpts are the options of [Worker.Work]; nil means defaults.
+type WorkOpts struct {
+	// Attempt is the claim's attempt, the job's Token: 1 (the default) is the first claim.
+	Attempt int64
+	// ID is the job's id. Default a fresh one.
+	ID keys.JobID
+}
+
+// Outcome is what a worker does with a job after its handler returned, read from the error
+// alone (whether attempts remain is the queue's business, which a Worker does not know).
+type Outcome uint8
+
+// The outcomes.
+const (
+	// Completed: the handler returned nil; a worker completes (retires) the job.
+	Completed Outcome = iota + 1
+	// Failed: any other error (a panic included); a worker retries the job with backoff, or
+	// sends it to dead once its attempts are spent.
+	Failed
+	// Dead: the handler returned bus.SkipRetry (or its args did not decode); a worker sends
+	// the job to dead at once.
+	Dead
+	// Snoozed: the handler returned a *bus.SnoozeError; a worker runs the job again after
+	// Result.Delay, without counting a failure.
+	Snoozed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Completed:
+		return "completed"
+	case Failed:
+		return "failed"
+	case Dead:
+		return "dead"
+	case Snoozed:
+		return "snoozed"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// Result is one run of a handler by [Worker.Work].
+type Result struct {
+	// Job is the made-up claimed job the handler received (Payload the envelope).
+	Job bus.Job
+	// Err is what the handler (through the middleware) returned: nil, its error, a
+	// *bus.PanicError, or a context error when the timeout ended it.
+	Err error
+	// Outcome is what a worker would do with the job; Delay is a snooze's delay.
+	Outcome Outcome
+	Delay   time.Duration
+	// Duration is how long the call took.
+	Duration time.Duration
+}
+
+// Work runs the handler on a task with args, as a worker would after claiming it, and
+// returns the result. ctx is the parent of the handler's context, which ends after the
+// kind's timeout with the cause bus.ErrJobTimeout. Args that the codec cannot encode fail
+// the test.
+func (w *Worker[T]) Work(ctx context.Context, tb testing.TB, args T, opts *WorkOpts) Result {
+	tb.Helper()
+	var o WorkOpts
+	if opts != nil {
+		o = *opts
+	}
+	if o.Attempt < 0 {
+		tb.Fatalf("echotest: Work: negative Attempt %d", o.Attempt)
+	}
+	if o.ID.IsZero() {
+		o.ID = keys.NewJobID()
+	}
+	payload, err := bus.EncodeTask(w.kind, args, w.codec)
+	if err != nil {
+		tb.Fatalf("echotest: Work: %v", err)
+	}
+	job := bus.Job{Queue: w.queue, ID: o.ID, Token: cmp.Or(o.Attempt, 1), Payload: payload}
+	c := &bus.Call{Queue: w.queue, Kind: w.kind, Job: job, Args: payload[len(w.kind)+1:]}
+	if w.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, w.timeout, bus.ErrJobTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	err = w.h(ctx, c)
+	res := Result{Job: job, Err: err, Duration: time.Since(start)}
+	res.Outcome, res.Delay = outcomeOf(err)
+	return res
+}
+
+// outcomeOf reads a handler's error as a worker does (bus/worker_outcome.go): a panic fails
+// the job whatever its value; a snooze snoozes it; SkipRetry sends it to dead.
+func outcomeOf(err error) (Outcome, time.Duration) {
+	if err == nil {
+		return Completed, 0
+	}
+	if _, panicked := err.(*bus.PanicError); panicked {
+		return Failed, 0
+	}
+	var snooze *bus.SnoozeError
+	switch {
+	case errors.As(err, &snooze):
+		return Snoozed, snooze.Delay
+	case errors.Is(err, bus.ErrSkipRetry):
+		return Dead, 0
+	}
+	return Failed, 0
+}
