@@ -21,8 +21,12 @@ func TestColdGetReadsRowOnce(t *testing.T) {
 		ctx := context.Background()
 		client := &countingClient{Client: raw}
 		src := &source{}
-		tbl := newTable(t, newCache(t, client), tables.Spec{L2Timeout: relaxedL2}, src)
-		_, err := tbl.Get(ctx, "warm") // the server has cache_fill loaded (no NOSCRIPT fallback below)
+		// No stats: the publisher's EVALSHA would count among the trips measured below.
+		c, err := cache.New(client, cache.Config{StatsInterval: -1})
+		require.NoError(t, err)
+		t.Cleanup(c.Close)
+		tbl := newTable(t, c, tables.Spec{L2Timeout: relaxedL2}, src)
+		_, err = tbl.Get(ctx, "warm") // the server has cache_fill loaded (no NOSCRIPT fallback below)
 		require.NoError(t, err)
 		client.reset()
 
