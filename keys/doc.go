@@ -17,6 +17,8 @@
 //	emq:{<q>}:uniq:<key>      idempotency guard                     (Queue.Unique)
 //	emq:{<q>}:periodic:<name> hash: one periodic schedule           (Queue.Periodic)
 //	emq:{<q>}:periodics       score-0 zset: the schedules' names    (Queue.Periodics)
+//	emq:{<q>}:errors:<JOB id> list: a job's failure history         (Queue.Errors)
+//	emq:{<q>}:result:<JOB id> string: a retired job's result        (Queue.Result)
 //	emq:{<topic>}:topic       broadcast channel                     (TopicChannel)
 //
 // The two channels are shard channels: published with SPUBLISH (by a script, from the slot of

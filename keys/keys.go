@@ -65,7 +65,10 @@ const (
 	Periodic  // emq:{<q>}:periodic:<name> hash: one periodic schedule (spec, payload, last, paused)
 	Periodics // emq:{<q>}:periodics       zset, score 0: the names of the queue's schedules
 
-	lastType = Periodics // the last type of the grammar: Parse tries every type up to it
+	Errors // emq:{<q>}:errors:<JOB id>  list: a job's failure history, beside its row
+	Result // emq:{<q>}:result:<JOB id>  string: a retired job's result, kept for a TTL
+
+	lastType = Result // the last type of the grammar: Parse tries every type up to it
 )
 
 // suffix is each bus type's spelling after "emq:{<name>}:". Job and Unique carry an id after it.
@@ -83,6 +86,9 @@ var suffix = [...]string{
 
 	Periodic:  "periodic:",
 	Periodics: "periodics",
+
+	Errors: "errors:",
+	Result: "result:",
 }
 
 func (t Type) String() string {
@@ -97,6 +103,10 @@ func (t Type) String() string {
 		return "uniq"
 	case Periodic:
 		return "periodic"
+	case Errors:
+		return "errors"
+	case Result:
+		return "result"
 	}
 	if int(t) < len(suffix) && suffix[t] != "" {
 		return suffix[t]
@@ -105,8 +115,8 @@ func (t Type) String() string {
 }
 
 // Key is a parsed key or channel: its role, the name in its hash tag, its type, and the id
-// for the types that carry one (Row, Job, Unique, and Periodic, whose id is the schedule's
-// name).
+// for the types that carry one (Row, Job, Unique, Errors and Result, whose id is a JOB id, and
+// Periodic, whose id is the schedule's name).
 type Key struct {
 	Role Role
 	Name string
@@ -121,7 +131,7 @@ func (k Key) String() string {
 		return cachePrefix + "{" + k.Name + "}:" + k.ID
 	case Record:
 		return cachePrefix + "{" + k.Name + "}"
-	case Job, Unique, Periodic:
+	case Job, Unique, Periodic, Errors, Result:
 		return busPrefix + "{" + k.Name + "}:" + suffix[k.Type] + k.ID
 	}
 	if int(k.Type) < len(suffix) && suffix[k.Type] != "" {
@@ -212,14 +222,14 @@ func Parse(s string) (Key, error) {
 	for t := Inval; t <= lastType; t++ {
 		sfx := suffix[t]
 		switch t {
-		case Job, Unique, Periodic:
+		case Job, Unique, Periodic, Errors, Result:
 			if !strings.HasPrefix(rest, sfx) {
 				continue
 			}
 			k.Type, k.ID = t, rest[len(sfx):]
 			var err error
 			switch t {
-			case Job:
+			case Job, Errors, Result:
 				_, err = ParseJobID(k.ID)
 			case Unique:
 				err = ValidateID(k.ID)
@@ -237,7 +247,7 @@ func Parse(s string) (Key, error) {
 			}
 		}
 	}
-	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics", ErrInvalid, clip(s))
+	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics, errors:<JOB id>, result:<JOB id>", ErrInvalid, clip(s))
 }
 
 // clip keeps error texts short for long hostile inputs.

@@ -32,7 +32,11 @@ func TestSlotVectors(t *testing.T) {
 	require.NoError(t, err)
 	p, err := q.Periodic("eod.report")
 	require.NoError(t, err)
-	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics()} {
+	e, err := q.Errors(keys.NewJobID())
+	require.NoError(t, err)
+	r, err := q.Result(keys.NewJobID())
+	require.NoError(t, err)
+	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics(), e, r} {
 		require.Equal(t, uint16(105), keys.Slot(k), "F5: every key of {orders} answers slot 105: %s", k)
 	}
 }
@@ -107,6 +111,16 @@ func TestBuilders(t *testing.T) {
 
 	_, err = q.Job(keys.JobID{})
 	require.ErrorIs(t, err, keys.ErrInvalid, "the job-row builder refuses an unbranded id")
+	e, err := q.Errors(id)
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:errors:"+id.String(), e)
+	r, err := q.Result(id)
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:result:"+id.String(), r)
+	_, err = q.Errors(keys.JobID{})
+	require.ErrorIs(t, err, keys.ErrInvalid, "the failure history builder refuses an unbranded id")
+	_, err = q.Result(keys.JobID{})
+	require.ErrorIs(t, err, keys.ErrInvalid, "the result builder refuses an unbranded id")
 	p, err := q.Periodic("eod.report")
 	require.NoError(t, err)
 	require.Equal(t, "emq:{orders}:periodic:eod.report", p)
@@ -135,7 +149,7 @@ func TestTypeNames(t *testing.T) {
 		keys.Row: "row", keys.Record: "record", keys.Inval: "inval", keys.Pending: "pending",
 		keys.Active: "active", keys.Schedule: "schedule", keys.Dead: "dead", keys.Meta: "meta",
 		keys.Wake: "wake", keys.Job: "job", keys.Unique: "uniq", keys.Topic: "topic",
-		keys.Periodic: "periodic", keys.Periodics: "periodics",
+		keys.Periodic: "periodic", keys.Periodics: "periodics", keys.Errors: "errors", keys.Result: "result",
 	} {
 		require.Equal(t, want, typ.String())
 	}
@@ -147,7 +161,7 @@ func TestTypeNames(t *testing.T) {
 func randomKey(r *rand.Rand) (string, keys.Key) {
 	name := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
 	q, t := keys.MustQueue(name), keys.MustTable(name)
-	switch r.IntN(14) {
+	switch r.IntN(16) {
 	case 0:
 		id := randomID(r)
 		k, _ := t.Row(id)
@@ -182,6 +196,14 @@ func randomKey(r *rand.Rand) (string, keys.Key) {
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Periodic, ID: sched}
 	case 12:
 		return q.Periodics(), keys.Key{Role: keys.Bus, Name: name, Type: keys.Periodics}
+	case 13:
+		id := keys.NewJobID()
+		k, _ := q.Errors(id)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Errors, ID: id.String()}
+	case 14:
+		id := keys.NewJobID()
+		k, _ := q.Result(id)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Result, ID: id.String()}
 	default:
 		k, _ := keys.TopicChannel(name)
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Topic}
@@ -223,6 +245,9 @@ func TestParseRefuses(t *testing.T) {
 		"other:{q}:pending", "emq:{q}:job:" + id + "x", "emq:{q}:job:JOB_8" + id[5:],
 		"emq:{q}:periodic:", "emq:{q}:periodic", "emq:{q}:periodicsx", "emq:{q}:periodic:a:b",
 		"emq:{q}:periodic:a b", "emq:{q}:periodic:" + strings.Repeat("x", 65), "emq:{q}:periodic:{a}",
+		"emq:{q}:errors:", "emq:{q}:errors", "emq:{q}:errors:x", "emq:{q}:errors:" + strings.ToLower(id),
+		"emq:{q}:errors:" + id + "x", "emq:{q}:result:", "emq:{q}:result", "emq:{q}:result:order-17",
+		"emq:{q}:result:" + id[:29], "emq:{q}:resultx", "ecc:{t}x:errors:" + id,
 	} {
 		_, err := keys.Parse(s)
 		require.ErrorIs(t, err, keys.ErrInvalid, "%q", s)
@@ -235,6 +260,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("emq:{q}:job:" + keys.NewJobID().String())
 	f.Add("emq:{q}:periodic:eod.report")
 	f.Add("emq:{q}:periodics")
+	f.Add("emq:{q}:errors:" + keys.NewJobID().String())
+	f.Add("emq:{q}:result:" + keys.NewJobID().String())
 	f.Fuzz(func(t *testing.T, s string) {
 		k, err := keys.Parse(s)
 		if err != nil {
