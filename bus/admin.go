@@ -317,11 +317,15 @@ type JobInfo struct {
 	// At is the lease deadline when active and the run-at when scheduled (server clock);
 	// zero otherwise.
 	At time.Time
+	// Failures is the job's failure history, oldest first: its last [MaxFailures] failed
+	// attempts (a handler's error, FailOpts.Error, or [LeaseExpired]), read in the same
+	// snapshot as the row. Empty when the job never failed. Retrying a dead job keeps it.
+	Failures []Failure
 }
 
-// Lookup reads one job of queue: its row and the set that holds it, in one atomic snapshot.
-// It answers [ErrNotFound] when the job has no row (never enqueued, completed, cancelled or
-// purged).
+// Lookup reads one job of queue: its row, the set that holds it and its failure history, in
+// one atomic snapshot. It answers [ErrNotFound] when the job has no row (never enqueued,
+// completed, cancelled or purged).
 func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo, error) {
 	const op = "lookup"
 	q, err := b.queue(op, queue)
@@ -336,7 +340,7 @@ func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo,
 		return JobInfo{}, errorFor(call{op: op, queue: queue, id: id}, err)
 	}
 	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 5 {
+	if err != nil || len(arr) != 6 {
 		return JobInfo{}, protocolError(op, "reply %v", msg)
 	}
 	info := JobInfo{ID: id}
@@ -357,6 +361,13 @@ func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo,
 	}
 	if score, _ := arr[4].AsInt64(); score != 0 {
 		info.At = time.UnixMilli(score)
+	}
+	entries, err := arr[5].AsStrSlice()
+	if err != nil {
+		return JobInfo{}, protocolError(op, "reply %v", msg)
+	}
+	if info.Failures, err = parseFailures(op, entries); err != nil {
+		return JobInfo{}, err
 	}
 	return info, nil
 }

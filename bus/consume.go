@@ -265,6 +265,10 @@ type FailOpts struct {
 	// MaxAttempts, when > 0, overrides the queue's maximum for this call: the job goes to
 	// dead when its token (attempts) has reached it. 1 sends it to dead at once.
 	MaxAttempts int
+	// Error is the attempt's error text, recorded in the job's failure history (see
+	// [JobInfo].Failures), cut to [MaxFailureText] bytes on a UTF-8 boundary. Default "": the
+	// attempt is recorded with an empty text.
+	Error string
 	// Ack is the durability the call waits for. Default Primary.
 	Ack Ack
 }
@@ -277,8 +281,9 @@ type Outcome struct {
 
 // Fail hands a claimed job back after a failed attempt: into schedule after opts.Backoff, or
 // into dead when its attempts reached the maximum (opts.MaxAttempts, else the queue's, see
-// [Bus.SetMaxAttempts], else Config.MaxAttempts). It answers a *[StaleError] and changes
-// nothing when j.Token no longer holds the job.
+// [Bus.SetMaxAttempts], else Config.MaxAttempts). The attempt, its server time and
+// opts.Error join the job's failure history (the last [MaxFailures] are kept). It answers a
+// *[StaleError] and changes nothing when j.Token no longer holds the job.
 func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) {
 	const op = "fail"
 	var o FailOpts
@@ -292,7 +297,7 @@ func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) 
 	if o.Backoff < 0 || o.MaxAttempts < 0 {
 		return Outcome{}, fmt.Errorf("%w: %s %s in queue %s: negative Backoff or MaxAttempts", ErrInvalid, op, j.ID, j.Queue)
 	}
-	args := []string{j.ID.String(), itoa(j.Token), itoa(msCeil(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts))}
+	args := []string{j.ID.String(), itoa(j.Token), itoa(msCeil(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts)), failureText(o.Error)}
 	msg, err := b.exec(ctx, lua.Run{Script: scFail, Keys: keysOf(scFail, q), Args: args}, &o.Ack)
 	return outcome(op, call{op, j.Queue, j.ID, j.Token}, msg, err)
 }

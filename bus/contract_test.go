@@ -284,7 +284,16 @@ func TestProtocolContract(t *testing.T) {
 				s, _ := e.ToString()
 				got = append(got, s)
 			}
-			step("lookup "+label, []string{string(info.State), strconv.FormatInt(info.Attempts, 10), string(info.Payload), setName(info.Set)}, got)
+			// The failure history: attempt and text (the times are each side's own).
+			for _, e := range strs(a[5]) {
+				f := strings.SplitN(e, " ", 3)
+				got = append(got, f[0]+" "+f[2])
+			}
+			want := []string{string(info.State), strconv.FormatInt(info.Attempts, 10), string(info.Payload), setName(info.Set)}
+			for _, f := range info.Failures {
+				want = append(want, strconv.FormatInt(f.Attempt, 10)+" "+f.Error)
+			}
+			step("lookup "+label, want, got)
 		}
 
 		// Enqueue: a batch with an idempotency key used twice, then a job an hour out.
@@ -359,8 +368,8 @@ func TestProtocolContract(t *testing.T) {
 		step("completemany stale", goMany, rawMany)
 
 		// Fail back to pending, claim again (token 2), snooze back to pending.
-		step("fail", goWhere(b.Fail(ctx, job("#1", 1), nil)),
-			where(rawFenced("fail", "#1", "1", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})))
+		step("fail", goWhere(b.Fail(ctx, job("#1", 1), &bus.FailOpts{Error: "first"})),
+			where(rawFenced("fail", "#1", "1", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts), "error": "first"})))
 		step("claim again", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
 		step("snooze", goWhere(b.Snooze(ctx, job("#1", 2), 0, nil)), where(rawFenced("snooze", "#1", "2", map[string]string{"delay_ms": "0"})))
 
@@ -399,8 +408,8 @@ func TestProtocolContract(t *testing.T) {
 		step("cancel again", goErr(second(b.Cancel(ctx, qa, job("#2", 1).ID))), rawErr(second(raw["cancel"].call(t, c, qb, map[string]string{"id": idOf(lb, "#2")}))))
 		step("configure", goErr(b.SetMaxAttempts(ctx, qa, 1)), rawErr(second(raw["configure"].call(t, c, qb, map[string]string{"max_attempts": "1"}))))
 		step("claim 4th", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
-		step("fail to dead", goWhere(b.Fail(ctx, job("#1", 4), nil)),
-			where(rawFenced("fail", "#1", "4", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})))
+		step("fail to dead", goWhere(b.Fail(ctx, job("#1", 4), &bus.FailOpts{Error: "fourth"})),
+			where(rawFenced("fail", "#1", "4", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts), "error": "fourth"})))
 		lookup("#1")
 		counts()
 
@@ -413,8 +422,8 @@ func TestProtocolContract(t *testing.T) {
 		}())
 		lookup("#1")
 		step("claim 5th", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
-		step("fail to dead again", goWhere(b.Fail(ctx, job("#1", 5), nil)),
-			where(rawFenced("fail", "#1", "5", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})))
+		step("fail to dead again", goWhere(b.Fail(ctx, job("#1", 5), &bus.FailOpts{Error: "fifth"})),
+			where(rawFenced("fail", "#1", "5", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts), "error": "fifth"})))
 		goPurged, err := b.PurgeDead(ctx, qa, &bus.PurgeOpts{Limit: 10})
 		require.NoError(t, err)
 		m, err = raw["purge"].call(t, c, qb, map[string]string{"limit": "10"})

@@ -32,6 +32,13 @@ func badValues(rule string) []string {
 		}
 		return out
 	}
+	if lo, hi, ok := lua.LengthBounds(rule); ok {
+		out := []string{strings.Repeat("x", hi+1), strings.Repeat("\xff", hi+1)}
+		if lo > 0 {
+			out = append(out, strings.Repeat("x", lo-1))
+		}
+		return out
+	}
 	switch rule {
 	case "fence":
 		return []string{"", "0", "01", "1e3", "+1", " 1", "-1", "1.0", "1000000000000000"}

@@ -1,5 +1,5 @@
--- cancel: delete a job that is waiting (pending or scheduled): its row is deleted and its id
--- leaves the set that held it. A claimed job cannot be cancelled (its holder completes or fails
+-- cancel: delete a job that is waiting (pending or scheduled): its row and its failure history
+-- (FORMAT failure) are deleted and its id leaves the set that held it. A claimed job cannot be cancelled (its holder completes or fails
 -- it); a dead job is purged instead. An idempotency guard that named the job lives on until its
 -- TTL, so its key still answers the cancelled job's id.
 --
@@ -7,7 +7,10 @@
 -- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
 -- ARGV[1]  id  jobid                    the job's JOB id
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        the job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
+-- FORMAT   failure  see fail.lua
 -- REPLY    the state the job had: "pending" or "scheduled"
 -- ERROR    EMQNOJOB   <id>: the job has no row
 -- ERROR    EMQSTATE   <state> <id>: the job is active or dead (nothing written)
@@ -31,10 +34,14 @@ local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
   or typeerr(jk, redis.call('TYPE', jk)['ok'], 'hash')
 if e then return redis.error_reply(e) end
-local state = redis.call('HGET', jk, 'state')
+local row = redis.call('HMGET', jk, 'state', 'attempts')
+local state = row[1]
 if not state then return redis.error_reply('EMQNOJOB ' .. id) end
 if state ~= 'pending' and state ~= 'scheduled' then return redis.error_reply('EMQSTATE ' .. state .. ' ' .. id) end
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)
 redis.call('DEL', jk)
+-- The failure history (FORMAT failure) exists only for a job claimed before (attempts > 0);
+-- see complete.lua for the pcall.
+if row[2] ~= '0' then redis.pcall('DEL', base .. 'errors:' .. id) end
 return state

@@ -1,5 +1,5 @@
--- complete: retire a claimed job. Nothing of it remains: its row is deleted and its id leaves
--- the active set.
+-- complete: retire a claimed job. Nothing of it remains: its row and its failure history
+-- (FORMAT failure) are deleted and its id leaves the active set.
 --
 -- Fenced (FORMAT fencing), so a zombie holding an old token cannot retire the job of the
 -- current lease holder. A lease that ran out but was not yet reaped still completes.
@@ -8,8 +8,11 @@
 -- ARGV[1]  id     jobid                    the job's JOB id
 -- ARGV[2]  token  fence                    the attempts count the claim returned
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        the job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   lease    see claim.lua
+-- FORMAT   failure  see fail.lua
 -- FORMAT   fencing  attempts is the fencing token: a claim increments the row's attempts and
 --          returns it, and attempts never goes down. Every verb on a claimed job (complete,
 --          completemany, fail, extend, snooze) checks inside the script, before any write,
@@ -43,4 +46,8 @@ if row[1] ~= 'active' then return redis.error_reply('EMQSTALE not active') end
 if row[2] ~= token then return redis.error_reply('EMQSTALE token mismatch') end
 redis.call('ZREM', KEYS[1], id)
 redis.call('DEL', jk)
+-- The failure history (FORMAT failure) exists only if an attempt before this one failed
+-- (token > 1). pcall: on a node whose slot is being migrated, a key it does not hold refuses
+-- the command, and there is then nothing here to delete.
+if token ~= '1' then redis.pcall('DEL', base .. 'errors:' .. id) end
 return 1

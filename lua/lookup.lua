@@ -1,5 +1,5 @@
--- lookup: read one job in one atomic snapshot: its row and the set that holds it. Writes
--- nothing.
+-- lookup: read one job in one atomic snapshot: its row, the set that holds it and its failure
+-- history. Writes nothing.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set
 -- KEYS[2]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
@@ -7,13 +7,17 @@
 -- KEYS[4]  emq:{<q>}:dead               score-0 set
 -- ARGV[1]  id  jobid                    the job's JOB id
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        the job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   envelope see enqueue.lua
 -- FORMAT   lease    see claim.lua
--- REPLY    {state, attempts, payload, set, score}: the row's three fields (strings); the set
---          holding the id ("pending", "active", "schedule", "dead", or "" when none does) and
---          its score there as an integer (lease deadline or run-at in ms; 0 in pending, dead
---          or none)
+-- FORMAT   failure  see fail.lua
+-- REPLY    {state, attempts, payload, set, score, failures}: the row's three fields
+--          (strings); the set holding the id ("pending", "active", "schedule", "dead", or ""
+--          when none does) and its score there as an integer (lease deadline or run-at in ms;
+--          0 in pending, dead or none); failures is the failure history, its last 10 entries
+--          oldest first (FORMAT failure), {} when the job never failed
 -- ERROR    EMQNOJOB   <id>: the job has no row
 -- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, dead
 -- ERROR    EMQARGS    id is not a JOB id, or the count of ARGV is not 1
@@ -31,11 +35,13 @@ local function typeerr(key, got, want)
   if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
 end
 local jk = base .. 'job:' .. id
+local ek = base .. 'errors:' .. id
 local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
   or typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset')
   or typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'zset')
   or typeerr(jk, redis.call('TYPE', jk)['ok'], 'hash')
+  or typeerr(ek, redis.call('TYPE', ek)['ok'], 'list')
 if e then return redis.error_reply(e) end
 local row = redis.call('HMGET', jk, 'state', 'attempts', 'payload')
 if not row[1] and not row[2] and not row[3] then return redis.error_reply('EMQNOJOB ' .. id) end
@@ -53,4 +59,4 @@ for i = 1, 4 do
     break
   end
 end
-return {row[1], row[2], row[3], set, score}
+return {row[1], row[2], row[3], set, score, redis.call('LRANGE', ek, -10, -1)}

@@ -6,7 +6,9 @@
 -- ran out (FORMAT lease). The maximum is max_attempts when it is > 0, else the queue's meta
 -- field max_attempts, else default_max_attempts; 0 there means no maximum. An id whose row is
 -- missing or is not a hash is dropped from active and not reported. When a job went to pending
--- and the queue is not paused, one wake marker is pushed.
+-- and the queue is not paused, one wake marker is pushed. A lease that ran out is a failed
+-- attempt: each moved job's failure history gets the entry "lease expired" (FORMAT failure),
+-- unless the history key holds another type than a list, which is then left as it is.
 --
 -- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- KEYS[2]  emq:{<q>}:pending            score-0 set
@@ -21,10 +23,13 @@
 --          or absent; 0 = none. The Go bus passes Config.MaxAttempts (default 25; 0 when it
 --          is negative)
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        each job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   wake     see enqueue.lua
+-- FORMAT   failure  see fail.lua
 -- REPLY    {requeued, dead}: two lists of JOB ids, oldest deadline first: the jobs moved to
 --          pending and the jobs moved to dead; {{}, {}} when no lease had run out
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, pending, dead, meta, wake
@@ -72,6 +77,10 @@ for _, id in ipairs(expired) do
       redis.call('ZADD', KEYS[2], 0, id)
       requeued[#requeued + 1] = id
     end
+    -- The failure history (FORMAT failure); a key of another type refuses the RPUSH alone.
+    local ek = base .. 'errors:' .. id
+    local pushed = redis.pcall('RPUSH', ek, string.format('%d %d ', att, now) .. 'lease expired')
+    if type(pushed) == 'number' then redis.call('LTRIM', ek, -10, -1) end
   end
 end
 if #requeued > 0 and meta[2] ~= '1' then
