@@ -142,7 +142,7 @@ func TestProtocolContract(t *testing.T) {
 		la, lb := labels{}, labels{}
 		raw := map[string]rawScript{}
 		for _, name := range []string{"enqueue", "claim", "complete", "fail", "extend", "snooze", "promote", "reap",
-			"pause", "resume", "configure", "cancel", "retry", "purge", "counts", "lookup", "due", "completemany"} {
+			"pause", "resume", "configure", "cancel", "retry", "purge", "counts", "lookup", "due", "completemany", "browse"} {
 			raw[name] = loadRaw(t, c, name)
 		}
 		// The Go side's defaults, spelled as the raw side must pass them.
@@ -338,6 +338,26 @@ func TestProtocolContract(t *testing.T) {
 			rawLost = append(rawLost, s)
 		}
 		step("extend", goLost, rawLost)
+		// Browse active: the same jobs in the same order (deadline, then id), with tokens.
+		page, err := b.Browse(ctx, qa, &bus.BrowseOpts{Set: keys.Active})
+		require.NoError(t, err)
+		var goPage []string
+		for _, e := range page.Entries {
+			goPage = append(goPage, la.of(e.ID.String())+" "+strconv.FormatInt(e.Token, 10))
+		}
+		m, err = raw["browse"].call(t, c, qb, map[string]string{"set": "0", "newest": "0", "limit": "100", "after_score": "0", "after_id": ""})
+		require.NoError(t, err)
+		a, err = m.ToArray()
+		require.NoError(t, err)
+		entries, err := a[1].ToArray()
+		require.NoError(t, err)
+		var rawPage []string
+		for i := 0; i < len(entries); i += 3 {
+			id, _ := entries[i].ToString()
+			tok, _ := entries[i+2].AsInt64()
+			rawPage = append(rawPage, lb.of(id)+" "+strconv.FormatInt(tok, 10))
+		}
+		step("browse active", goPage, rawPage)
 		step("complete with a wrong token", goErr(b.Complete(ctx, job("#0", 2), nil)), rawErr(second(rawFenced("complete", "#0", "2", nil))))
 		step("complete", goErr(b.Complete(ctx, job("#0", 1), nil)), rawErr(second(rawFenced("complete", "#0", "1", nil))))
 		// A batch of stale completes: both refused, by position, nothing written.

@@ -401,8 +401,8 @@ func TestBrowse(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, batches[4], p.IDs)
 
-		_, err = b.Browse(ctx, name, &bus.BrowseOpts{Set: keys.Active})
-		require.ErrorIs(t, err, bus.ErrInvalid)
+		_, err = b.Browse(ctx, name, &bus.BrowseOpts{Set: keys.Meta})
+		require.ErrorIs(t, err, bus.ErrInvalid, "meta is not a set of jobs")
 	})
 }
 
