@@ -43,8 +43,8 @@ func badValues(rule string) []string {
 	case "fence":
 		return []string{"", "0", "01", "1e3", "+1", " 1", "-1", "1.0", "1000000000000000"}
 	case "jobid":
-		return append(empty, "42", "JOB_", strings.ToLower(jobid), "JOB_8" + jobid[5:], jobid[:29] + "U",
-			jobid + "0", jobid[:29], "job_" + jobid[4:], jobid[:29] + "\n")
+		return append(empty, "42", "JOB_", strings.ToLower(jobid), "JOB_8"+jobid[5:], jobid[:29]+"U",
+			jobid+"0", jobid[:29], "job_"+jobid[4:], jobid[:29]+"\n")
 	case "token":
 		return append(empty, strings.Repeat("A", 15), strings.Repeat("A", 17), strings.Repeat("A", 15)+"\n",
 			strings.Repeat("A", 15)+"-", strings.Repeat("A", 15)+"\x00", strings.Repeat("A", 14)+"\xc3\xa9")
