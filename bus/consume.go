@@ -16,12 +16,23 @@ import (
 // State is the state field of a job row.
 type State string
 
-// The states of a job row. A row is in exactly the set its state names (Scheduled: schedule).
+// The states of a job row. A row is in exactly the set its state names (Scheduled: schedule;
+// Cancelling: active).
 const (
-	StatePending   State = "pending"
-	StateActive    State = "active"
+	// StatePending: waiting in pending to be claimed.
+	StatePending State = "pending"
+	// StateActive: claimed, in active until its lease deadline.
+	StateActive State = "active"
+	// StateScheduled: waiting in schedule for its run-at (a delayed job, or a retry's
+	// backoff).
 	StateScheduled State = "scheduled"
-	StateDead      State = "dead"
+	// StateDead: its attempts ran out, or it was refused a retry ([SkipRetry]) or cancelled
+	// while claimed; in dead until retried or purged.
+	StateDead State = "dead"
+	// StateCancelling: claimed, and cancelled by [Bus.Cancel] since: still in active with its
+	// lease, until its holder learns of it at its next heartbeat and fails it (or completes
+	// it, having finished first), or its lease runs out; it then goes to dead (or is retired).
+	StateCancelling State = "cancelling"
 )
 
 // Job is a claimed job: the lease holder's handle for complete, fail, extend and snooze.

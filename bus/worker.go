@@ -151,9 +151,13 @@ const (
 	// JobLeaseLost: a heartbeat's extend answered EMQSTALE: the handler's context was
 	// cancelled (cause [ErrLeaseLost]) and its outcome will not be sent.
 	JobLeaseLost
+	// JobCancelled: a heartbeat found the job cancelled ([Bus.Cancel]): the handler's context
+	// was cancelled (cause [ErrCancelled]); when it returns, the job goes to dead (JobDead),
+	// or is retired if it returned nil.
+	JobCancelled
 )
 
-var eventNames = [...]string{"", "claimed", "extended", "completed", "retried", "dead", "snoozed", "handed back", "stale", "lease lost"}
+var eventNames = [...]string{"", "claimed", "extended", "completed", "retried", "dead", "snoozed", "handed back", "stale", "lease lost", "cancelled"}
 
 // String is the event's name.
 func (t JobEventType) String() string {
@@ -193,6 +197,8 @@ type WorkerStats struct {
 	// Stale counts completes, fails and snoozes answered EMQSTALE; LeaseLost, jobs whose
 	// heartbeat found the lease lost.
 	Stale, LeaseLost int64
+	// Cancelled counts jobs whose heartbeat found them cancelled ([Bus.Cancel]).
+	Cancelled int64
 }
 
 // Worker drains one queue: it claims tasks in batches sized to its free slots, runs their
@@ -235,7 +241,7 @@ type Worker struct {
 
 	busy  atomic.Int64 // handlers running, for Stats
 	stats struct {
-		claimed, completed, failed, retried, dead, snoozed, handedBack, stale, leaseLost atomic.Int64
+		claimed, completed, failed, retried, dead, snoozed, handedBack, stale, leaseLost, cancelled atomic.Int64
 	}
 }
 
@@ -410,5 +416,6 @@ func (w *Worker) Stats() WorkerStats {
 		Claimed:   s.claimed.Load(),
 		Completed: s.completed.Load(), Failed: s.failed.Load(), Retried: s.retried.Load(), Dead: s.dead.Load(),
 		Snoozed: s.snoozed.Load(), HandedBack: s.handedBack.Load(), Stale: s.stale.Load(), LeaseLost: s.leaseLost.Load(),
+		Cancelled: s.cancelled.Load(),
 	}
 }

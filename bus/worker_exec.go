@@ -30,10 +30,11 @@ type inflight struct {
 	dur time.Duration
 
 	// Loop state.
-	preErr   error // no envelope or no handler: the handler never ran
-	handBack bool  // claimed short of ClaimAck: the handler never ran, the job goes back to pending
-	returned bool  // the handler returned
-	lost     bool  // a heartbeat found the lease lost
+	preErr    error // no envelope or no handler: the handler never ran
+	handBack  bool  // claimed short of ClaimAck: the handler never ran, the job goes back to pending
+	returned  bool  // the handler returned
+	lost      bool  // a heartbeat found the lease lost
+	cancelled bool  // a heartbeat found the job cancelled: its handler is stopped, a failure goes to dead
 }
 
 // timedOut reports whether the handler ran past its timeout: its lease is no longer renewed.

@@ -35,7 +35,7 @@ func (l *loop) extendSteps() []step {
 func (l *loop) leaseGroups(now time.Time) []*leaseGroup {
 	var groups []*leaseGroup
 	for r := range l.held {
-		if r.lost || r.returned || r.timedOut(now) {
+		if r.lost || r.cancelled || r.returned || r.timedOut(now) {
 			continue
 		}
 		var g *leaseGroup
@@ -81,13 +81,17 @@ func (l *loop) extendStep(g *leaseGroup) step {
 	}}
 }
 
-// extended applies one extend's reply: each lost lease cancels its handler; the other jobs
-// were renewed.
+// extended applies one extend's reply: each lost lease cancels its handler, and so does each
+// job found cancelled; the other jobs were renewed.
 func (l *loop) extended(g *leaseGroup, lost []*StaleError) {
 	gone := make(map[keys.JobID]bool, len(lost))
 	for _, e := range lost {
 		gone[e.ID] = true
-		if r := g.ids[e.ID]; r != nil && !r.lost {
+		switch r := g.ids[e.ID]; {
+		case r == nil || r.lost || r.cancelled:
+		case e.Reason == Cancelled:
+			l.cancelledJob(r, e)
+		default:
 			l.lostLease(r, e)
 		}
 	}
@@ -96,6 +100,15 @@ func (l *loop) extended(g *leaseGroup, lost []*StaleError) {
 			l.w.emit(JobEvent{Type: JobExtended, Job: r.job, Kind: r.kind})
 		}
 	}
+}
+
+// cancelledJob cancels the handler of a job a heartbeat found cancelled (cause
+// [ErrCancelled]). The job is still this worker's: its outcome is sent when the handler
+// returns, and the fail script sends a cancelling job to dead.
+func (l *loop) cancelledJob(r *inflight, e *StaleError) {
+	r.cancelled = true
+	l.w.emit(JobEvent{Type: JobCancelled, Job: r.job, Kind: r.kind, Err: e})
+	r.cancel(ErrCancelled)
 }
 
 // lostLease cancels the handler of a job whose lease a heartbeat found lost (cause

@@ -49,6 +49,8 @@ func (l *loop) outcomeStep(r *inflight) step {
 	_, panicked := err.(*PanicError)
 	var snooze *SnoozeError
 	switch {
+	case r.cancelled:
+		// Cancelled while it ran: fail it, whatever it returned; the script sends it to dead.
 	case !panicked && errors.As(err, &snooze):
 		return l.snoozeStep(r, snooze.Delay, JobSnoozed)
 	case l.pastDeadline && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
@@ -216,6 +218,9 @@ func (w *Worker) emit(e JobEvent) {
 	case JobLeaseLost:
 		s.leaseLost.Add(1)
 		level = slog.LevelWarn
+	case JobCancelled:
+		s.cancelled.Add(1)
+		level = slog.LevelInfo
 	}
 	if w.log.Enabled(context.Background(), level) {
 		attrs := []any{"job", e.Job.ID, "kind", e.Kind, "token", e.Job.Token}

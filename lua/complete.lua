@@ -13,13 +13,16 @@
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   failure  see fail.lua
+-- FORMAT   cancel   see cancel.lua
 -- FORMAT   fencing  attempts is the fencing token: a claim increments the row's attempts and
 --          returns it, and attempts never goes down. Every verb on a claimed job (complete,
 --          completemany, fail, extend, snooze) checks inside the script, before any write,
 --          that the job's row exists (else "EMQSTALE no row"), that its state is "active"
 --          (else "EMQSTALE not active") and that its attempts equals the caller's token,
 --          compared as decimal strings (else "EMQSTALE token mismatch"); a refused verb
---          writes nothing.
+--          writes nothing. A job cancelled while claimed (state "cancelling", FORMAT cancel)
+--          passes the state check of complete, completemany and fail, and extend refuses it,
+--          its token matching, with "EMQSTALE cancelled".
 -- REPLY    1 (integer): the job was retired
 -- ERROR    EMQSTALE   no row | not active | token mismatch (FORMAT fencing; nothing written)
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
@@ -42,7 +45,7 @@ kind = redis.call('TYPE', jk)['ok']
 if kind == 'none' then return redis.error_reply('EMQSTALE no row') end
 if kind ~= 'hash' then return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. kind .. ', not a hash') end
 local row = redis.call('HMGET', jk, 'state', 'attempts')
-if row[1] ~= 'active' then return redis.error_reply('EMQSTALE not active') end
+if row[1] ~= 'active' and row[1] ~= 'cancelling' then return redis.error_reply('EMQSTALE not active') end
 if row[2] ~= token then return redis.error_reply('EMQSTALE token mismatch') end
 redis.call('ZREM', KEYS[1], id)
 redis.call('DEL', jk)

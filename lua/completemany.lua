@@ -17,6 +17,7 @@
 -- FORMAT   lease    see claim.lua
 -- FORMAT   fencing  see complete.lua
 -- FORMAT   failure  see fail.lua
+-- FORMAT   cancel   see cancel.lua
 -- REPLY    {retired, refused}: retired is how many jobs were retired; refused is a flat list
 --          {pos, reason, pos, reason, ...} of the jobs not retired, in call order: pos is the
 --          job's 1-based position in the call (an id may appear twice), reason is
@@ -56,7 +57,7 @@ for i = 1, n do
       return redis.error_reply(row['err'])
     elseif not row[1] and not row[2] and redis.call('EXISTS', jk) == 0 then
       reason = 'EMQSTALE no row'
-    elseif row[1] ~= 'active' then
+    elseif row[1] ~= 'active' and row[1] ~= 'cancelling' then
       reason = 'EMQSTALE not active'
     elseif row[2] ~= token then
       reason = 'EMQSTALE token mismatch'

@@ -18,10 +18,12 @@
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   fencing  see complete.lua
+-- FORMAT   cancel   see cancel.lua
 -- REPLY    {deadline_ms, lost}: deadline_ms is the new lease deadline (server TIME +
 --          lease_ms) of every extended job; lost is a flat list {id, reason, id, reason, ...}
 --          of the jobs not extended, in call order, reason being "EMQSTALE no row", "EMQSTALE
---          not active" or "EMQSTALE token mismatch"; {} when every lease was renewed
+--          not active", "EMQSTALE token mismatch" or "EMQSTALE cancelled" (the caller holds
+--          the job, but it was cancelled: FORMAT cancel); {} when every lease was renewed
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count is not 1 + 2n (nothing
 --          written)
@@ -56,10 +58,12 @@ for i = 1, n do
     return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. kind .. ', not a hash')
   else
     local row = redis.call('HMGET', jk, 'state', 'attempts')
-    if row[1] ~= 'active' then
+    if row[1] ~= 'active' and row[1] ~= 'cancelling' then
       reason = 'EMQSTALE not active'
     elseif row[2] ~= token then
       reason = 'EMQSTALE token mismatch'
+    elseif row[1] == 'cancelling' then
+      reason = 'EMQSTALE cancelled' -- FORMAT cancel: the holder stops the job
     end
   end
   if reason then

@@ -1,7 +1,8 @@
 -- fail: hand a claimed job back after a failed attempt: to schedule at server TIME plus the
 -- caller's backoff (to pending at once when the backoff is 0), or to dead when its attempts
 -- reached the queue's maximum. attempts is kept: it counts claims and only grows. The attempt
--- is recorded in the job's failure history (FORMAT failure) with the caller's error text.
+-- is recorded in the job's failure history (FORMAT failure) with the caller's error text. A
+-- job cancelled while claimed goes to dead, recorded as "cancelled" (FORMAT cancel).
 --
 -- Fenced like complete (FORMAT fencing). The maximum is max_attempts when it is > 0, else the
 -- queue's meta field max_attempts, else default_max_attempts; 0 there means no maximum. A job
@@ -34,12 +35,14 @@
 -- FORMAT   fencing  see complete.lua
 -- FORMAT   wake     see enqueue.lua
 -- FORMAT   lease    see claim.lua
+-- FORMAT   cancel   see cancel.lua
 -- FORMAT   failure  a job's failure history emq:{<q>}:errors:<JOB id> is a list beside its
 --          row (never in it), one entry per failed attempt, oldest first: the attempt (the
 --          row's attempts when it failed, decimal), one space, the server TIME of the failure
 --          in ms (decimal, FORMAT servertime), one space, then the error text (any bytes, at
 --          most 1024, possibly empty). fail appends the caller's text; reap appends "lease
---          expired" for a lease that ran out. Each appends with RPUSH, then LTRIM -10 -1: the
+--          expired" for a lease that ran out, and both "cancelled" for a job cancelled while
+--          claimed (FORMAT cancel). Each appends with RPUSH, then LTRIM -10 -1: the
 --          last 10 attempts are kept. complete, completemany, cancel and purge delete the list
 --          in the call that deletes the row, with a DEL of its own whose error they ignore (on
 --          a node whose slot is being migrated, any command on a key the node does not hold
@@ -88,7 +91,7 @@ local kind = redis.call('TYPE', jk)['ok']
 if kind == 'none' then return redis.error_reply('EMQSTALE no row') end
 if kind ~= 'hash' then return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. kind .. ', not a hash') end
 local row = redis.call('HMGET', jk, 'state', 'attempts')
-if row[1] ~= 'active' then return redis.error_reply('EMQSTALE not active') end
+if row[1] ~= 'active' and row[1] ~= 'cancelling' then return redis.error_reply('EMQSTALE not active') end
 if row[2] ~= token then return redis.error_reply('EMQSTALE token mismatch') end
 local ek = base .. 'errors:' .. id
 e = typeerr(ek, redis.call('TYPE', ek)['ok'], 'list')
@@ -98,10 +101,13 @@ if max == 0 then max = tonumber(meta[1]) or dmax end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 -- The failure history (FORMAT failure): this attempt's entry; the last 10 are kept.
-redis.call('RPUSH', ek, string.format('%d %d ', tonumber(token), now) .. ARGV[6])
+local cancelled = row[1] == 'cancelling' -- FORMAT cancel: dead, whatever the backoff and maximum
+local text = ARGV[6]
+if cancelled then text = 'cancelled' end
+redis.call('RPUSH', ek, string.format('%d %d ', tonumber(token), now) .. text)
 redis.call('LTRIM', ek, -10, -1)
 redis.call('ZREM', KEYS[1], id)
-if max > 0 and tonumber(token) >= max then
+if cancelled or max > 0 and tonumber(token) >= max then
   redis.call('HSET', jk, 'state', 'dead')
   redis.call('ZADD', KEYS[4], 0, id)
   return {'dead', now}

@@ -8,7 +8,9 @@
 -- missing or is not a hash is dropped from active and not reported. When a job went to pending
 -- and the queue is not paused, one wake marker is pushed. A lease that ran out is a failed
 -- attempt: each moved job's failure history gets the entry "lease expired" (FORMAT failure),
--- unless the history key holds another type than a list, which is then left as it is.
+-- unless the history key holds another type than a list, which is then left as it is. A job
+-- cancelled while claimed (state "cancelling") goes to dead, recorded as "cancelled" (FORMAT
+-- cancel).
 --
 -- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- KEYS[2]  emq:{<q>}:pending            score-0 set
@@ -30,6 +32,7 @@
 -- FORMAT   lease    see claim.lua
 -- FORMAT   wake     see enqueue.lua
 -- FORMAT   failure  see fail.lua
+-- FORMAT   cancel   see cancel.lua
 -- REPLY    {requeued, dead}: two lists of JOB ids, oldest deadline first: the jobs moved to
 --          pending and the jobs moved to dead; {{}, {}} when no lease had run out
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, pending, dead, meta, wake
@@ -67,8 +70,11 @@ for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   local jk = base .. 'job:' .. id
   if redis.call('TYPE', jk)['ok'] == 'hash' then
-    local att = tonumber(redis.call('HGET', jk, 'attempts')) or 0
-    if max > 0 and att >= max then
+    local row = redis.call('HMGET', jk, 'state', 'attempts')
+    local att = tonumber(row[2]) or 0
+    local text = 'lease expired'
+    if row[1] == 'cancelling' then text = 'cancelled' end
+    if text == 'cancelled' or max > 0 and att >= max then
       redis.call('HSET', jk, 'state', 'dead')
       redis.call('ZADD', KEYS[3], 0, id)
       dead[#dead + 1] = id
@@ -79,7 +85,7 @@ for _, id in ipairs(expired) do
     end
     -- The failure history (FORMAT failure); a key of another type refuses the RPUSH alone.
     local ek = base .. 'errors:' .. id
-    local pushed = redis.pcall('RPUSH', ek, string.format('%d %d ', att, now) .. 'lease expired')
+    local pushed = redis.pcall('RPUSH', ek, string.format('%d %d ', att, now) .. text)
     if type(pushed) == 'number' then redis.call('LTRIM', ek, -10, -1) end
   end
 end
