@@ -33,6 +33,9 @@ const (
 	// lease, until its holder learns of it at its next heartbeat and fails it (or completes
 	// it, having finished first), or its lease runs out; it then goes to dead (or is retired).
 	StateCancelling State = "cancelling"
+	// StateRetired is no row's state: [Bus.Lookup] answers it for a job retired with a result
+	// that is still kept (its row is gone).
+	StateRetired State = "retired"
 )
 
 // Job is a claimed job: the lease holder's handle for complete, fail, extend and snooze.
@@ -149,10 +152,18 @@ func (b *Bus) heldQueue(op string, j Job) (keys.Queue, error) {
 type CompleteOpts struct {
 	// Ack is the durability the call waits for. Default Primary.
 	Ack Ack
+	// Result, with ResultTTL, is kept after the job is retired, for [Bus.Lookup] to read, at
+	// most [MaxResultSize] bytes. Default none. [Bus.CompleteMany] refuses it.
+	Result []byte
+	// ResultTTL is how long the result is kept (whole milliseconds, rounded up). Default 0:
+	// no result is kept, and nothing of the job remains.
+	ResultTTL time.Duration
 }
 
-// Complete retires a claimed job: its row is deleted and nothing of it remains. It answers a
-// *[StaleError] (ErrStale) and changes nothing when j.Token no longer holds the job.
+// Complete retires a claimed job: its row is deleted and nothing of it remains, unless
+// opts ask to keep a result (ResultTTL > 0): then the result stays readable by [Bus.Lookup]
+// until its TTL. It answers a *[StaleError] (ErrStale) and changes nothing when j.Token no
+// longer holds the job.
 func (b *Bus) Complete(ctx context.Context, j Job, opts *CompleteOpts) error {
 	const op = "complete"
 	q, err := b.heldQueue(op, j)
@@ -160,15 +171,23 @@ func (b *Bus) Complete(ctx context.Context, j Job, opts *CompleteOpts) error {
 		return err
 	}
 	var ack *Ack
+	var result []byte
+	var ttl time.Duration
 	if opts != nil {
-		ack = &opts.Ack
+		ack, result, ttl = &opts.Ack, opts.Result, opts.ResultTTL
 	}
-	_, err = b.exec(ctx, b.completeRun(q, j), ack)
+	if err := resultArgs(op, j, result, ttl); err != nil {
+		return err
+	}
+	_, err = b.exec(ctx, b.completeRunWith(q, j, result, ttl), ack)
 	return errorFor(call{op, j.Queue, j.ID, j.Token}, err)
 }
 
-func (b *Bus) completeRun(q keys.Queue, j Job) lua.Run {
-	return lua.Run{Script: scComplete, Keys: keysOf(scComplete, q), Args: []string{j.ID.String(), itoa(j.Token)}}
+func (b *Bus) completeRun(q keys.Queue, j Job) lua.Run { return b.completeRunWith(q, j, nil, 0) }
+
+// completeRunWith is the complete of j, keeping result for ttl when ttl > 0.
+func (b *Bus) completeRunWith(q keys.Queue, j Job, result []byte, ttl time.Duration) lua.Run {
+	return lua.Run{Script: scComplete, Keys: keysOf(scComplete, q), Args: []string{j.ID.String(), itoa(j.Token), itoa(msCeil(ttl)), string(result)}}
 }
 
 // CompleteMany retires several claimed jobs of one queue in one call, each fenced by its own
@@ -194,6 +213,9 @@ func (b *Bus) CompleteMany(ctx context.Context, jobs []Job, opts *CompleteOpts) 
 	}
 	var ack *Ack
 	if opts != nil {
+		if opts.Result != nil || opts.ResultTTL != 0 {
+			return nil, fmt.Errorf("%w: %s: CompleteMany keeps no results; complete a job with a result by Complete", ErrInvalid, op)
+		}
 		ack = &opts.Ack
 	}
 	msg, err := b.exec(ctx, completeManyRun(q, jobs), ack)

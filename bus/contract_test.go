@@ -358,8 +358,9 @@ func TestProtocolContract(t *testing.T) {
 			rawPage = append(rawPage, lb.of(id)+" "+strconv.FormatInt(tok, 10))
 		}
 		step("browse active", goPage, rawPage)
-		step("complete with a wrong token", goErr(b.Complete(ctx, job("#0", 2), nil)), rawErr(second(rawFenced("complete", "#0", "2", nil))))
-		step("complete", goErr(b.Complete(ctx, job("#0", 1), nil)), rawErr(second(rawFenced("complete", "#0", "1", nil))))
+		noResult := map[string]string{"result_ttl_ms": "0", "result": ""}
+		step("complete with a wrong token", goErr(b.Complete(ctx, job("#0", 2), nil)), rawErr(second(rawFenced("complete", "#0", "2", noResult))))
+		step("complete", goErr(b.Complete(ctx, job("#0", 1), nil)), rawErr(second(rawFenced("complete", "#0", "1", noResult))))
 		// A batch of stale completes: both refused, by position, nothing written.
 		goRefused, err := b.CompleteMany(ctx, []bus.Job{job("#0", 1), job("#2", 2)}, nil)
 		require.NoError(t, err)

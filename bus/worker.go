@@ -257,6 +257,7 @@ type handler struct {
 	backoff     func(int64) time.Duration
 	lease       time.Duration
 	timeout     time.Duration // 0: none
+	resultTTL   time.Duration // 0: keeps no results
 }
 
 // NewWorker returns a worker of cfg.Queue over b. Register handlers ([Handle], [HandleRaw]),
@@ -300,7 +301,7 @@ func (w *Worker) register(kind string, opts *HandlerOpts, build func(*handler) h
 	if err := o.validate(kind, w.cfg); err != nil {
 		return err
 	}
-	h := &handler{kind: kind, codec: o.Codec, maxAttempts: o.MaxAttempts, backoff: o.Backoff, lease: o.Lease, timeout: max(o.Timeout, 0)}
+	h := &handler{kind: kind, codec: o.Codec, maxAttempts: o.MaxAttempts, backoff: o.Backoff, lease: o.Lease, timeout: max(o.Timeout, 0), resultTTL: o.ResultTTL}
 	h.fn = build(h)
 	w.mu.Lock()
 	defer w.mu.Unlock()

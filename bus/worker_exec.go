@@ -24,6 +24,7 @@ type inflight struct {
 	stopTimeout context.CancelFunc // the timeout's; nil without one
 	since       time.Time          // when the handler started
 	lease       time.Duration
+	result      *resultSlot // where SetResult puts the result; nil unless the kind keeps results
 
 	// Set by the handler's goroutine before it sends the inflight on returns.
 	err error
@@ -77,6 +78,7 @@ func (l *loop) start(j Job) {
 	if r.h.timeout > 0 {
 		r.ctx, r.stopTimeout = context.WithTimeoutCause(r.ctx, r.h.timeout, ErrJobTimeout)
 	}
+	r.withResult()
 	l.busy++
 	w.busy.Add(1)
 	l.newHandlers = true

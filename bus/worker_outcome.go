@@ -25,6 +25,10 @@ func (l *loop) outcomeSteps(sending []*inflight) []step {
 			continue
 		}
 		if r.preErr == nil && r.err == nil {
+			if value, ok := r.takeResult(); ok {
+				steps = append(steps, l.completeResultStep(r, value)) // a result: a complete of its own
+				continue
+			}
 			completes = append(completes, r)
 			continue
 		}

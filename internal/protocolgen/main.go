@@ -76,7 +76,7 @@ var codes = map[string]string{
 }
 
 // formatOrder is the order of the shared formats in the document; others follow by name.
-var formatOrder = []string{"jobid", "envelope", "servertime", "lease", "fencing", "cancel", "failure", "wake", "periodic", "row", "inval"}
+var formatOrder = []string{"jobid", "envelope", "servertime", "lease", "fencing", "cancel", "failure", "result", "wake", "periodic", "row", "inval"}
 
 func render() ([]byte, error) {
 	scripts := lua.All()
