@@ -162,7 +162,8 @@ type CompleteOpts struct {
 
 // Complete retires a claimed job: its row is deleted and nothing of it remains, unless
 // opts ask to keep a result (ResultTTL > 0): then the result stays readable by [Bus.Lookup]
-// until its TTL. It answers a *[StaleError] (ErrStale) and changes nothing when j.Token no
+// until its TTL. A job cancelled while claimed ([StateCancelling]) is retired all the same:
+// its work was done. It answers a *[StaleError] (ErrStale) and changes nothing when j.Token no
 // longer holds the job.
 func (b *Bus) Complete(ctx context.Context, j Job, opts *CompleteOpts) error {
 	const op = "complete"
@@ -315,8 +316,10 @@ type Outcome struct {
 // Fail hands a claimed job back after a failed attempt: into schedule after opts.Backoff, or
 // into dead when its attempts reached the maximum (opts.MaxAttempts, else the queue's, see
 // [Bus.SetMaxAttempts], else Config.MaxAttempts). The attempt, its server time and
-// opts.Error join the job's failure history (the last [MaxFailures] are kept). It answers a
-// *[StaleError] and changes nothing when j.Token no longer holds the job.
+// opts.Error join the job's failure history (the last [MaxFailures] are kept). A job
+// cancelled while claimed ([StateCancelling]) goes to dead whatever the options, its history
+// saying "cancelled". It answers a *[StaleError] and changes nothing when j.Token no longer
+// holds the job.
 func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) {
 	const op = "fail"
 	var o FailOpts
