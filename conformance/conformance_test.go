@@ -172,6 +172,16 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"if row[3] == '1' or tick <= last then return 0 end", "if row[3] == '1' then return 0 end"},
 		{"claim leasing from the caller's clock", "claim",
 			"redis.call('ZADD', KEYS[2], now + lease, id)", "redis.call('ZADD', KEYS[2], lease, id)"},
+		{"complete leaving the failure history behind", "complete",
+			"if token ~= '1' then redis.pcall('DEL', base .. 'errors:' .. id) end\n", ""},
+		{"fail recording the caller's text for a cancelled job", "fail",
+			"if cancelled then text = 'cancelled' end\n", ""},
+		{"extend renewing a cancelled job", "extend",
+			"if row[1] ~= 'active' and row[1] ~= 'cancelling' then", "if row[1] ~= 'active' and row[1] ~= 'cancelling' and false then"},
+		{"browse listing the cursor's own job again", "browse",
+			"if before(m, after) or (past and m == after) then", "if before(m, after) then"},
+		{"reap forgetting the lease that expired", "reap",
+			"if type(pushed) == 'number' then redis.call('LTRIM', ek, -10, -1) end", "redis.pcall('DEL', ek)"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
