@@ -22,7 +22,7 @@ func TestJobResults(t *testing.T) {
 	t.Parallel()
 	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, c, b, name, q := setup(t, tg, bus.Config{})
-		const ttl = 800 * time.Millisecond
+		const ttl = 3 * time.Second // long enough to be read on a loaded machine, short enough to wait for
 		refused := make(chan error, 1)
 		startWorker(t, b, bus.WorkerConfig{Queue: name, Backoff: func(int64) time.Duration { return 0 }}, func(w *bus.Worker) {
 			bus.MustHandle(w, "sum", func(ctx context.Context, task *bus.Task[args]) error {
