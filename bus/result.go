@@ -61,6 +61,16 @@ func SetResult(ctx context.Context, result []byte) error {
 	return nil
 }
 
+// RecordResult returns a child of parent under which [SetResult] succeeds, and a function that
+// reports the result set last (ok is false when none was): for running a handler outside a
+// [Worker], as a test helper does. Calling result ends the recording: a later SetResult
+// answers ErrInvalid, as it does once a worker's handler returned.
+func RecordResult(parent context.Context) (ctx context.Context, result func() ([]byte, bool)) {
+	slot := &resultSlot{}
+	r := &inflight{result: slot}
+	return context.WithValue(parent, resultKey{}, slot), r.takeResult
+}
+
 // withResult gives r's handler a result slot when its kind keeps results.
 func (r *inflight) withResult() {
 	if r.h != nil && r.h.resultTTL > 0 {

@@ -125,3 +125,31 @@ func TestCompleteResult(t *testing.T) {
 	require.Equal(t, bus.StateRetired, info.State)
 	require.Equal(t, []byte{}, info.Result)
 }
+
+// TestRecordResult: outside a worker, RecordResult lets a handler's SetResult be read back;
+// SetResult refuses a context without a slot, a result over MaxResultSize, and a call after
+// the recording ended.
+func TestRecordResult(t *testing.T) {
+	t.Parallel()
+	require.ErrorIs(t, bus.SetResult(context.Background(), []byte("x")), bus.ErrInvalid)
+	ctx, result := bus.RecordResult(context.Background())
+	require.ErrorIs(t, bus.SetResult(ctx, make([]byte, bus.MaxResultSize+1)), bus.ErrTooLarge)
+	buf := []byte("first")
+	require.NoError(t, bus.SetResult(ctx, buf))
+	buf[0] = 'F'
+	got, ok := result()
+	require.True(t, ok)
+	require.Equal(t, []byte("first"), got, "SetResult copied it")
+	require.ErrorIs(t, bus.SetResult(ctx, []byte("late")), bus.ErrInvalid, "after the recording ended")
+	got, _ = result()
+	require.Equal(t, []byte("first"), got)
+
+	ctx, result = bus.RecordResult(context.Background())
+	require.NoError(t, bus.SetResult(ctx, []byte("one")))
+	require.NoError(t, bus.SetResult(ctx, []byte("two")))
+	got, _ = result()
+	require.Equal(t, []byte("two"), got, "a later call replaces the result")
+	_, none := bus.RecordResult(context.Background())
+	_, ok = none()
+	require.False(t, ok)
+}
