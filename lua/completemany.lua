@@ -2,9 +2,10 @@
 -- token exactly as complete does; the jobs that fail their check are named in the reply.
 --
 -- Pass 1 validates every argument and reads every row without writing; pass 2 retires the
--- jobs that passed (ZREM from active, DEL of the row and of its failure history). The result is the same as calling
--- complete once per job in call order: a job named twice is retired by its first passing
--- entry, and a later entry for it answers EMQSTALE no row.
+-- jobs that passed (ZREM from active, DEL of the row, and of its failure history when its
+-- token is > 1). The result is the same as calling complete once per job in call order: a
+-- job named twice is retired by its first passing entry, and a later entry for it answers
+-- EMQSTALE no row.
 --
 -- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- ARGV[1]  id*     jobid  a starred ARGV repeats: ARGV[1], [2] describe the first job, [3],

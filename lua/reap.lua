@@ -83,7 +83,8 @@ for _, id in ipairs(expired) do
       redis.call('ZADD', KEYS[2], 0, id)
       requeued[#requeued + 1] = id
     end
-    -- The failure history (FORMAT failure); a key of another type refuses the RPUSH alone.
+    -- The failure history (FORMAT failure). A key of another type (or, on a node migrating the
+    -- slot, one the node does not hold) refuses the RPUSH alone, which pcall keeps so.
     local ek = base .. 'errors:' .. id
     local pushed = redis.pcall('RPUSH', ek, string.format('%d %d ', att, now) .. text)
     if type(pushed) == 'number' then redis.call('LTRIM', ek, -10, -1) end
