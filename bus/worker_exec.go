@@ -19,12 +19,13 @@ import (
 // inflight is one held job: claimed, waiting for a pool goroutine, its handler running, or its
 // outcome not yet accepted.
 type inflight struct {
-	job   Job
-	idStr string // job.ID as the server spelled it: the outcome's ARGV, without encoding it again
-	kind  string
-	h     *handler // nil when the payload names no registered kind
-	body  []byte
-	lease time.Duration
+	job    Job
+	idStr  string // job.ID as the server spelled it: the outcome's ARGV, without encoding it again
+	kind   string
+	h      *handler // nil when the payload names no registered kind
+	body   []byte
+	lease  time.Duration
+	result *resultSlot // where SetResult puts the result; nil unless the kind keeps results
 
 	// Set under the executor's lock when the handler starts (a pool goroutine), read by the
 	// loop under the same lock while the handler runs and freely once it returned.
@@ -42,10 +43,11 @@ type inflight struct {
 	dur time.Duration
 
 	// Loop state.
-	preErr   error // no envelope or no handler: the handler never ran
-	handBack bool  // the handler never ran and the job goes back to pending (ClaimAck, Close)
-	returned bool  // the loop took the handler's return (or nothing is to run)
-	lost     bool  // a heartbeat found the lease lost
+	preErr    error // no envelope or no handler: the handler never ran
+	handBack  bool  // the handler never ran and the job goes back to pending (ClaimAck, Close)
+	returned  bool  // the loop took the handler's return (or nothing is to run)
+	lost      bool  // a heartbeat found the lease lost
+	cancelled bool  // a heartbeat found the job cancelled: its handler is stopped (or never runs), a failure goes to dead
 }
 
 // timedOut reports whether the handler ran past its timeout: its lease is no longer renewed.
@@ -138,7 +140,8 @@ func (ex *executor) serve() {
 }
 
 // startLocked gives r its context: a root of its own, cancelled by the loop (lease lost,
-// Close's deadline) or by the deadline heap (timeout). A timeout is a deadline the context
+// cancelled, Close's deadline) or by the deadline heap (timeout), carrying the result slot
+// when the kind keeps results. A timeout is a deadline the context
 // reports, not a timer of its own: one timer serves every handler of the worker.
 func (ex *executor) startLocked(r *inflight) {
 	r.started = true
@@ -149,6 +152,7 @@ func (ex *executor) startLocked(r *inflight) {
 		parent = &r.parent
 	}
 	r.ctx, r.cancel = context.WithCancelCause(parent)
+	r.withResult()
 	if r.h.timeout > 0 {
 		ex.dl.add(r)
 	}

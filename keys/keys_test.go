@@ -32,7 +32,11 @@ func TestSlotVectors(t *testing.T) {
 	require.NoError(t, err)
 	p, err := q.Periodic("eod.report")
 	require.NoError(t, err)
-	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics(), q.Workers(), keys.MustTable("orders").Stats()} {
+	e, err := q.Errors(keys.NewJobID())
+	require.NoError(t, err)
+	r, err := q.Result(keys.NewJobID())
+	require.NoError(t, err)
+	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics(), e, r, q.Workers(), keys.MustTable("orders").Stats()} {
 		require.Equal(t, uint16(105), keys.Slot(k), "F5: every key of {orders} answers slot 105: %s", k)
 	}
 }
@@ -107,6 +111,16 @@ func TestBuilders(t *testing.T) {
 
 	_, err = q.Job(keys.JobID{})
 	require.ErrorIs(t, err, keys.ErrInvalid, "the job-row builder refuses an unbranded id")
+	e, err := q.Errors(id)
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:errors:"+id.String(), e)
+	r, err := q.Result(id)
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:result:"+id.String(), r)
+	_, err = q.Errors(keys.JobID{})
+	require.ErrorIs(t, err, keys.ErrInvalid, "the failure history builder refuses an unbranded id")
+	_, err = q.Result(keys.JobID{})
+	require.ErrorIs(t, err, keys.ErrInvalid, "the result builder refuses an unbranded id")
 	p, err := q.Periodic("eod.report")
 	require.NoError(t, err)
 	require.Equal(t, "emq:{orders}:periodic:eod.report", p)
@@ -139,8 +153,8 @@ func TestTypeNames(t *testing.T) {
 		keys.Row: "row", keys.Record: "record", keys.Inval: "inval", keys.Pending: "pending",
 		keys.Active: "active", keys.Schedule: "schedule", keys.Dead: "dead", keys.Meta: "meta",
 		keys.Wake: "wake", keys.Job: "job", keys.Unique: "uniq", keys.Topic: "topic",
-		keys.Periodic: "periodic", keys.Periodics: "periodics", keys.Queues: "queues", keys.Tables: "tables",
-		keys.Workers: "workers", keys.TableStats: "stats",
+		keys.Periodic: "periodic", keys.Periodics: "periodics", keys.Errors: "errors", keys.Result: "result",
+		keys.Queues: "queues", keys.Tables: "tables", keys.Workers: "workers", keys.TableStats: "stats",
 	} {
 		require.Equal(t, want, typ.String())
 	}
@@ -152,7 +166,7 @@ func TestTypeNames(t *testing.T) {
 func randomKey(r *rand.Rand) (string, keys.Key) {
 	name := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
 	q, t := keys.MustQueue(name), keys.MustTable(name)
-	switch r.IntN(18) {
+	switch r.IntN(20) {
 	case 0:
 		id := randomID(r)
 		k, _ := t.Row(id)
@@ -195,6 +209,14 @@ func randomKey(r *rand.Rand) (string, keys.Key) {
 		return keys.QueueRegistry(), keys.Key{Role: keys.Bus, Type: keys.Queues}
 	case 16:
 		return keys.TableRegistry(), keys.Key{Role: keys.Cache, Type: keys.Tables}
+	case 17:
+		id := keys.NewJobID()
+		k, _ := q.Errors(id)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Errors, ID: id.String()}
+	case 18:
+		id := keys.NewJobID()
+		k, _ := q.Result(id)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Result, ID: id.String()}
 	default:
 		k, _ := keys.TopicChannel(name)
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Topic}
@@ -239,6 +261,9 @@ func TestParseRefuses(t *testing.T) {
 		"emq:{q}:workersx", "emq:{q}:workers:", "ecc:{t}#stat", "ecc:{t}#statsx", "ecc:{t}#", "emq:{q}#stats",
 		"emq:queue", "emq:queues:", "emq:queuesx", "ecc:table", "ecc:tablesx", "ecc:queues", "emq:tables", "ecc:{t}:",
 		"emq:{q}:", "emq:{queues}", "ECC:tables",
+		"emq:{q}:errors:", "emq:{q}:errors", "emq:{q}:errors:x", "emq:{q}:errors:" + strings.ToLower(id),
+		"emq:{q}:errors:" + id + "x", "emq:{q}:result:", "emq:{q}:result", "emq:{q}:result:order-17",
+		"emq:{q}:result:" + id[:29], "emq:{q}:resultx", "ecc:{t}x:errors:" + id,
 	} {
 		_, err := keys.Parse(s)
 		require.ErrorIs(t, err, keys.ErrInvalid, "%q", s)
@@ -253,6 +278,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("emq:{q}:periodics")
 	f.Add("emq:queues")
 	f.Add("ecc:{t}#stats")
+	f.Add("emq:{q}:errors:" + keys.NewJobID().String())
+	f.Add("emq:{q}:result:" + keys.NewJobID().String())
 	f.Fuzz(func(t *testing.T, s string) {
 		k, err := keys.Parse(s)
 		if err != nil {
