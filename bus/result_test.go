@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,4 +153,46 @@ func TestRecordResult(t *testing.T) {
 	_, none := bus.RecordResult(context.Background())
 	_, ok = none()
 	require.False(t, ok)
+}
+
+// TestWorkerResultsInTheStream: jobs that keep a result and jobs that keep none, interleaved in
+// one stream that a worker drains with its pipelined loop (the plain jobs' completes ride with
+// its claims in completeclaim): every result job is retired keeping its own result, and every
+// plain job leaves nothing.
+func TestWorkerResultsInTheStream(t *testing.T) {
+	t.Parallel()
+	ctx, c, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: 8, Prefetch: 8}, func(w *bus.Worker) {
+		bus.MustHandle(w, "sum", func(ctx context.Context, task *bus.Task[args]) error {
+			return bus.SetResult(ctx, []byte(strconv.Itoa(2*task.Args.N)))
+		}, &bus.HandlerOpts{ResultTTL: time.Minute})
+		bus.MustHandle(w, "plain", func(context.Context, *bus.Task[args]) error { return nil }, nil)
+	})
+	const n = 200
+	jobs := make([]bus.NewJob, n)
+	for i := range jobs {
+		kind := "plain"
+		if i%2 == 0 {
+			kind = "sum"
+		}
+		p, err := bus.EncodeTask(kind, args{N: i}, nil)
+		require.NoError(t, err)
+		jobs[i].Payload = p
+	}
+	out, err := b.EnqueueBatch(ctx, name, jobs, nil)
+	require.NoError(t, err)
+	drained(t, b, name, time.Minute)
+	valkeytest.Eventually(t, 10*time.Second, "every job to be completed", func() bool { return w.Stats().Completed == n })
+	for i, e := range out {
+		info, err := b.Lookup(ctx, name, e.ID)
+		if i%2 == 1 {
+			require.ErrorIs(t, err, bus.ErrNotFound, "job %d keeps nothing", i)
+			require.Empty(t, scanAll(t, c, e.ID.String()))
+			continue
+		}
+		require.NoError(t, err, "job %d", i)
+		require.Equal(t, bus.StateRetired, info.State)
+		require.Equal(t, []byte(strconv.Itoa(2*i)), info.Result, "job %d keeps its own result", i)
+	}
+	require.Zero(t, w.Stats().Stale)
 }
