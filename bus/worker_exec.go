@@ -19,13 +19,12 @@ import (
 // inflight is one held job: claimed, waiting for a pool goroutine, its handler running, or its
 // outcome not yet accepted.
 type inflight struct {
-	job    Job
-	idStr  string // job.ID as the server spelled it: the outcome's ARGV, without encoding it again
-	kind   string
-	h      *handler // nil when the payload names no registered kind
-	body   []byte
-	lease  time.Duration
-	result *resultSlot // where SetResult puts the result; nil unless the kind keeps results
+	job   Job
+	idStr string // job.ID as the server spelled it: the outcome's ARGV, without encoding it again
+	kind  string
+	h     *handler // nil when the payload names no registered kind
+	body  []byte
+	lease time.Duration
 
 	// Set under the executor's lock when the handler starts (a pool goroutine), read by the
 	// loop under the same lock while the handler runs and freely once it returned.
@@ -37,6 +36,7 @@ type inflight struct {
 	dropped  bool           // taken back by the loop before a pool goroutine took it
 	expired  bool           // the handler ran past its timeout: its lease is no longer renewed
 	heapSlot int            // its index in the executor's deadline heap; -1 when not in it
+	result   *resultSlot    // where SetResult puts the result; nil unless the kind keeps results
 
 	// Set by the handler's goroutine before the loop takes the return.
 	err error
@@ -141,8 +141,8 @@ func (ex *executor) serve() {
 
 // startLocked gives r its context: a root of its own, cancelled by the loop (lease lost,
 // cancelled, Close's deadline) or by the deadline heap (timeout), carrying the result slot
-// when the kind keeps results. A timeout is a deadline the context
-// reports, not a timer of its own: one timer serves every handler of the worker.
+// when the kind keeps results. A timeout is a deadline the context reports, not a timer of
+// its own: one timer serves every handler of the worker.
 func (ex *executor) startLocked(r *inflight) {
 	r.started = true
 	r.since = time.Now()
