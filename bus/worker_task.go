@@ -170,6 +170,13 @@ type HandlerOpts struct {
 	// Middleware wraps this kind's handler, the first outermost, inside the worker's
 	// (WorkerConfig.Middleware). Default none.
 	Middleware []Middleware
+	// ResultTTL, when > 0, lets the kind's handlers keep a result: what a handler passes to
+	// [SetResult] before it returns nil is kept this long after the job is retired (whole
+	// milliseconds, rounded up), readable by [Bus.Lookup]. Such a job is completed by a
+	// complete of its own rather than in the round trip's batch (completemany or
+	// completeclaim, which keep no results). Default 0: no results, and [SetResult] answers
+	// ErrInvalid.
+	ResultTTL time.Duration
 }
 
 // withDefaults is o with every zero field set to the worker's, cfg with its defaults.
@@ -189,8 +196,8 @@ func (o HandlerOpts) withDefaults(cfg WorkerConfig) HandlerOpts {
 // validate refuses the options, with their defaults, of the handler of kind in a worker of
 // cfg.
 func (o HandlerOpts) validate(kind string, cfg WorkerConfig) error {
-	if o.MaxAttempts < 0 || o.Lease < 0 {
-		return fmt.Errorf("%w: handler of kind %s: negative MaxAttempts or Lease", ErrInvalid, kind)
+	if o.MaxAttempts < 0 || o.Lease < 0 || o.ResultTTL < 0 {
+		return fmt.Errorf("%w: handler of kind %s: negative MaxAttempts, Lease or ResultTTL", ErrInvalid, kind)
 	}
 	if cfg.HeartbeatInterval > 0 && cfg.HeartbeatInterval >= o.Lease {
 		return fmt.Errorf("%w: handler of kind %s: Lease %v is not longer than the worker's HeartbeatInterval %v: leases would run out between heartbeats", ErrInvalid, kind, o.Lease, cfg.HeartbeatInterval)
