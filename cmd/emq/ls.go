@@ -18,32 +18,49 @@ type listing struct {
 	Jobs  []listedID `json:"jobs"`
 	// Next is the cursor of the next page (--after), empty on the last page.
 	Next string `json:"next,omitempty"`
+	// NextAt is the rest of the cursor of active and scheduled (--after-at): the At of the
+	// page's last job; absent on the last page and for pending and dead.
+	NextAt *time.Time `json:"next_at,omitempty"`
 }
 
-// listedID is one job of a listing: its id and the mint time the id carries.
+// listedID is one job of a listing: its id and the mint time the id carries; in active its
+// lease deadline and the lease holder's token, in scheduled its run-at and claims so far.
 type listedID struct {
-	ID     string    `json:"id"`
-	Minted time.Time `json:"minted"`
+	ID     string     `json:"id"`
+	Minted time.Time  `json:"minted"`
+	At     *time.Time `json:"at,omitempty"`
+	Token  *int64     `json:"token,omitempty"`
 }
 
 // sets are the set names ls takes, and the grammar's types they name.
-var sets = map[string]keys.Type{"pending": keys.Pending, "dead": keys.Dead}
+var sets = map[string]keys.Type{"pending": keys.Pending, "active": keys.Active, "scheduled": keys.Schedule, "dead": keys.Dead}
+
+// byScore reports whether t is ordered by score (active, schedule) rather than mint order.
+func byScore(t keys.Type) bool { return t == keys.Active || t == keys.Schedule }
 
 func lsCmd(a *app) *cobra.Command {
 	var (
 		newest       bool
 		since, until string
 		after        string
+		afterAt      string
 		limit        int
 	)
 	c := &cobra.Command{
-		Use:   "ls <queue> pending|dead",
+		Use:   "ls <queue> pending|active|scheduled|dead",
 		Short: "List the jobs of one of a queue's sets, a page at a time",
 		Long: `List job ids of a queue's pending or dead set in mint order, oldest first (claim order for
 pending) or with --newest newest first, with the mint time each id carries. --since and
 --until bound the mint time (RFC 3339, or a duration meaning that long ago: 1h, 30m); no second
 index is read. A page holds --limit ids (default 100); the next page starts --after the last
-id printed.`,
+id printed.
+
+active lists the claimed jobs by lease deadline (the next lease to run out first) with the
+lease holder's token; scheduled lists the delayed jobs by run-at (the next due first) with
+their claims so far. Both are read in one atomic snapshot; a page holds at most 1000 jobs, and
+the next page starts --after the last id --after-at its time (the "more:" line prints both).
+--since and --until do not apply to them: they are ordered by time in the set, not by mint
+time.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			set, ok := sets[args[1]]
@@ -52,6 +69,14 @@ id printed.`,
 			}
 			opts := &bus.BrowseOpts{Set: set, Newest: newest, Limit: limit}
 			var err error
+			if err := cursorFlags(args[1], set, since, until, after, afterAt); err != nil {
+				return err
+			}
+			if afterAt != "" {
+				if opts.AfterAt, err = time.Parse(time.RFC3339Nano, afterAt); err != nil {
+					return usagef("--after-at %q: not an RFC 3339 time", afterAt)
+				}
+			}
 			if opts.From, err = parseWhen("--since", since); err != nil {
 				return err
 			}
@@ -79,22 +104,22 @@ id printed.`,
 				return err
 			}
 			l := listing{Queue: args[0], Set: args[1], Jobs: []listedID{}}
-			for _, id := range page.IDs {
-				l.Jobs = append(l.Jobs, listedID{ID: id.String(), Minted: id.Time()})
+			for _, e := range page.Entries {
+				j := listedID{ID: e.ID.String(), Minted: e.ID.Time()}
+				if byScore(set) {
+					at, token := e.At, e.Token
+					j.At, j.Token = &at, &token
+				}
+				l.Jobs = append(l.Jobs, j)
 			}
 			if !page.Next.IsZero() {
 				l.Next = page.Next.String()
 			}
-			return a.emit(l, func() {
-				t := [][]string{{"ID", "MINTED"}}
-				for _, j := range l.Jobs {
-					t = append(t, []string{j.ID, fmtTime(j.Minted)})
-				}
-				a.table(t)
-				if l.Next != "" {
-					fmt.Fprintf(a.out, "more: emq ls %s %s --after %s\n", l.Queue, l.Set, l.Next)
-				}
-			})
+			if !page.NextAt.IsZero() {
+				at := page.NextAt
+				l.NextAt = &at
+			}
+			return a.emit(l, func() { a.printListing(l, set, newest) })
 		},
 	}
 	f := c.Flags()
@@ -102,8 +127,57 @@ id printed.`,
 	f.StringVar(&since, "since", "", "jobs minted at or after this time (RFC 3339, or a duration ago)")
 	f.StringVar(&until, "until", "", "jobs minted before this time (RFC 3339, or a duration ago)")
 	f.StringVar(&after, "after", "", "the page after this job id (the previous page's last)")
+	f.StringVar(&afterAt, "after-at", "", "active and scheduled: the time of the --after job (the previous page's last, RFC 3339)")
 	f.IntVar(&limit, "limit", bus.DefaultLimit, "ids per page")
 	return c
+}
+
+// cursorFlags refuses the flags that do not apply to the set named name: the mint-time
+// range for active and scheduled, --after-at for pending and dead, --after-at without
+// --after and the reverse for active and scheduled.
+func cursorFlags(name string, set keys.Type, since, until, after, afterAt string) error {
+	switch {
+	case byScore(set) && (since != "" || until != ""):
+		return usagef("--since/--until bound the mint time of pending and dead; %s is ordered by its jobs' times (page it with --after and --after-at)", name)
+	case !byScore(set) && afterAt != "":
+		return usagef("--after-at is the cursor of active and scheduled; %s pages by --after alone", name)
+	case byScore(set) && (after == "") != (afterAt == ""):
+		return usagef("the cursor of %s is --after and --after-at together (both printed by the previous page)", name)
+	}
+	return nil
+}
+
+// printListing renders l as a table, the time column named for the set, and the command of
+// the next page (--newest kept).
+func (a *app) printListing(l listing, set keys.Type, newest bool) {
+	head := []string{"ID", "MINTED"}
+	switch set {
+	case keys.Active:
+		head = append(head, "LEASE UNTIL", "TOKEN")
+	case keys.Schedule:
+		head = append(head, "RUN AT", "ATTEMPTS")
+	}
+	t := [][]string{head}
+	for _, j := range l.Jobs {
+		row := []string{j.ID, fmtTime(j.Minted)}
+		if j.At != nil {
+			row = append(row, fmtTime(*j.At), itoa(*j.Token))
+		}
+		t = append(t, row)
+	}
+	a.table(t)
+	if l.Next == "" {
+		return
+	}
+	more := fmt.Sprintf("more: emq ls %s %s", l.Queue, l.Set)
+	if newest {
+		more += " --newest"
+	}
+	more += " --after " + l.Next
+	if l.NextAt != nil {
+		more += " --after-at " + fmtTime(*l.NextAt)
+	}
+	fmt.Fprintln(a.out, more)
 }
 
 // setNames lists the set names ls takes.
