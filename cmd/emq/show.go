@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -34,16 +35,55 @@ type shownJob struct {
 	Text    *string           `json:"text,omitempty"`
 	Base64  []byte            `json:"base64,omitempty"`
 	Size    int               `json:"payload_bytes"`
+	// Failures is the job's failure history, oldest first (absent when it never failed).
+	Failures []shownFailure `json:"failures,omitempty"`
+	// Result is the kept result of a retired job (state "retired"), decoded like the args.
+	Result *shownBytes `json:"result,omitempty"`
+}
+
+// shownFailure is one failed attempt: its token, the server's time and the error text.
+type shownFailure struct {
+	Attempt int64     `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+}
+
+// shownBytes is an opaque value decoded for reading: JSON when it is JSON, else Text when it
+// is UTF-8, else Base64.
+type shownBytes struct {
+	JSON   json.RawMessage `json:"json,omitempty"`
+	Text   *string         `json:"text,omitempty"`
+	Base64 []byte          `json:"base64,omitempty"`
+	Size   int             `json:"bytes"`
+}
+
+// decodeBytes is b as show prints it.
+func decodeBytes(b []byte) shownBytes {
+	d := shownBytes{Size: len(b)}
+	switch {
+	case json.Valid(b) && len(bytes.TrimSpace(b)) > 0:
+		d.JSON = json.RawMessage(b)
+	case utf8.Valid(b):
+		s := string(b)
+		d.Text = &s
+	default:
+		d.Base64 = b
+	}
+	return d
 }
 
 func showCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show <queue> <id>",
-		Short: "Show one job: its state, attempts and payload",
+		Short: "Show one job: its state, attempts, payload, failures and result",
 		Long: `Show one job of a queue: its state, attempts (the fencing token), the set that holds it
-with the lease deadline or run-at, and its payload. A task envelope (kind NUL args) is
-decoded: the kind, and the args as JSON when they are JSON, as text when they are UTF-8, else
-in base64. Exit 3 when the job has no row (never enqueued, completed, cancelled or purged).`,
+with the lease deadline or run-at, its payload and its failure history (each failed attempt's
+token, server time and error text, oldest first; the last 10 are kept). A task envelope (kind
+NUL args) is decoded: the kind, and the args as JSON when they are JSON, as text when they
+are UTF-8, else in base64. A job completed with a kept result shows state "retired", its
+completion time and the result, decoded the same way. Exit 3 when the job has neither row
+nor kept result (never enqueued, completed without a result or past its TTL, cancelled or
+purged).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseJobID(args[1])
@@ -79,6 +119,14 @@ func describeJob(queue string, info bus.JobInfo) shownJob {
 		at := info.At
 		j.At = &at
 	}
+	for _, f := range info.Failures {
+		j.Failures = append(j.Failures, shownFailure{Attempt: f.Attempt, At: f.At, Error: f.Error})
+	}
+	if info.State == bus.StateRetired {
+		r := decodeBytes(info.Result)
+		j.Result = &r
+		return j
+	}
 	body := info.Payload
 	if kind, args, err := bus.ParseEnvelope(info.Payload); err == nil {
 		j.Kind, body = kind, args
@@ -90,15 +138,8 @@ func describeJob(queue string, info bus.JobInfo) shownJob {
 			j.Headers[h.Name] = h.Value
 		}
 	}
-	switch {
-	case json.Valid(body) && len(bytes.TrimSpace(body)) > 0:
-		j.Args = json.RawMessage(body)
-	case utf8.Valid(body):
-		s := string(body)
-		j.Text = &s
-	default:
-		j.Base64 = body
-	}
+	d := decodeBytes(body)
+	j.Args, j.Text, j.Base64 = d.JSON, d.Text, d.Base64
 	return j
 }
 
@@ -133,6 +174,9 @@ func (a *app) printJob(j shownJob) {
 		case "scheduled":
 			label = "run at"
 		}
+		if j.State == string(bus.StateRetired) {
+			label = "retired at"
+		}
 		rows = append(rows, []string{label, fmtTime(*j.At)})
 	}
 	if j.Kind != "" {
@@ -141,21 +185,47 @@ func (a *app) printJob(j shownJob) {
 	for _, name := range slices.Sorted(maps.Keys(j.Headers)) {
 		rows = append(rows, []string{"header " + name, j.Headers[name]})
 	}
-	rows = append(rows, []string{"payload", fmt.Sprintf("%d bytes", j.Size)})
+	if j.Result == nil {
+		rows = append(rows, []string{"payload", fmt.Sprintf("%d bytes", j.Size)})
+	} else {
+		rows = append(rows, []string{"result", fmt.Sprintf("%d bytes", j.Result.Size)})
+	}
 	for i := range rows {
 		rows[i][0] += ":"
 	}
 	a.table(rows)
-	switch {
-	case j.Args != nil:
-		var buf bytes.Buffer
-		if json.Indent(&buf, j.Args, "", "  ") == nil {
-			fmt.Fprintf(a.out, "args:\n%s\n", buf.Bytes())
+	if len(j.Failures) > 0 {
+		fmt.Fprintln(a.out, "failures:")
+		t := [][]string{{"ATTEMPT", "AT", "ERROR"}}
+		for _, f := range j.Failures {
+			t = append(t, []string{itoa(f.Attempt), fmtTime(f.At), oneLine(f.Error)})
 		}
-	case j.Text != nil:
-		fmt.Fprintf(a.out, "args:\n%s\n", *j.Text)
+		a.table(t)
+	}
+	if j.Result != nil {
+		a.printBytes("result", *j.Result)
+		return
+	}
+	a.printBytes("args", shownBytes{JSON: j.Args, Text: j.Text, Base64: j.Base64})
+}
+
+// oneLine is s with its line breaks and tabs escaped, so an error text stays one table row.
+func oneLine(s string) string {
+	return strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s)
+}
+
+// printBytes prints a decoded value under its label: indented JSON, text, or base64.
+func (a *app) printBytes(label string, d shownBytes) {
+	switch {
+	case d.JSON != nil:
+		var buf bytes.Buffer
+		if json.Indent(&buf, d.JSON, "", "  ") == nil {
+			fmt.Fprintf(a.out, "%s:\n%s\n", label, buf.Bytes())
+		}
+	case d.Text != nil:
+		fmt.Fprintf(a.out, "%s:\n%s\n", label, *d.Text)
 	default:
-		fmt.Fprintf(a.out, "args (base64):\n%s\n", jsonBase64(j.Base64))
+		fmt.Fprintf(a.out, "%s (base64):\n%s\n", label, jsonBase64(d.Base64))
 	}
 }
 
