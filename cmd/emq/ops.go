@@ -227,9 +227,14 @@ func (a *app) queueVerb(queue, action string, verb func(b *bus.Bus, ctx context.
 func cancelCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel <queue> <id>",
-		Short: "Cancel a waiting job",
-		Long: `Cancel a job: a pending or scheduled job is deleted, and the state it had is printed. Exit 3
-when the job has no row, 5 when its state does not allow it.`,
+		Short: "Cancel a waiting or running job",
+		Long: `Cancel a job: a pending or scheduled job is deleted, and the state it had is printed. A
+running (active) job is marked cancelling and "cancelling" is printed: its worker stops the
+handler at its next heartbeat (the handler's context is cancelled with the cause
+bus.ErrCancelled) and the job goes to dead with the failure "cancelled", unless the handler
+completes it first; a holder that is gone leaves it to its lease running out. Cancelling a job
+that is cancelling already prints the same and changes nothing. Exit 3 when the job has no
+row, 5 when its state does not allow it (a dead job: purge it).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			queue := args[0]
@@ -249,7 +254,11 @@ when the job has no row, 5 when its state does not allow it.`,
 			if err != nil {
 				return err
 			}
-			return a.printChanged(changed{Queue: queue, Action: "cancelled", IDs: []string{id.String()}, Count: 1, State: string(state)})
+			action := "cancelled"
+			if state == bus.StateActive || state == bus.StateCancelling {
+				action = "cancelling"
+			}
+			return a.printChanged(changed{Queue: queue, Action: action, IDs: []string{id.String()}, Count: 1, State: string(state)})
 		},
 	}
 }
