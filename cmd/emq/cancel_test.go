@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +28,7 @@ func TestCancelRunning(t *testing.T) {
 	started := make(chan struct{}, 1)
 	cause := make(chan error, 1)
 	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: queue, Logger: slog.New(slog.DiscardHandler),
-		Lease: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond})
+		Lease: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond, StatsInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, bus.Handle(w, "long", func(ctx context.Context, _ *bus.Task[int]) error {
 		started <- struct{}{}
@@ -73,6 +74,21 @@ func TestCancelRunning(t *testing.T) {
 	var shown shownJob
 	okJSON(t, srv.Addr, &shown, "show", queue, e.ID.String())
 	require.Equal(t, "cancelled", shown.Failures[len(shown.Failures)-1].Error)
+
+	// The worker's published counters show the cancel, in emq stats and its table.
+	var rows []queueStats
+	waitFor(t, "emq stats shows one cancelled job", func() bool {
+		okJSON(t, srv.Addr, &rows, "stats", queue)
+		return len(rows) == 1 && rows[0].Cancelled == 1
+	})
+	require.Zero(t, rows[0].LeaseLost)
+	text := lines(ok(t, srv.Addr, "stats", queue))
+	require.True(t, strings.HasSuffix(text[0], " LEASE LOST CANCELLED"), text[0])
+	require.True(t, strings.HasSuffix(text[1], " 0 1"), text[1])
+	var frame watchFrame
+	okJSON(t, srv.Addr, &frame, "watch", queue, "--count", "1")
+	require.Len(t, frame.Queues, 1)
+	require.Equal(t, int64(1), frame.Queues[0].Cancelled)
 
 	r := emq(t, srv.Addr, "cancel", queue, e.ID.String())
 	require.Equal(t, exitRefused, r.code, "a dead job is purged, not cancelled: %s", r.err)

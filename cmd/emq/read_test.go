@@ -52,12 +52,13 @@ func TestStats(t *testing.T) {
 	require.Equal(t, int64(2), r.Failed)
 	require.Equal(t, int64(2), r.DeadJobs)
 	require.Zero(t, r.Retried)
+	require.Zero(t, r.Cancelled)
 	require.Nil(t, r.Rates, "no rates without --window")
 
 	text := lines(ok(t, srv.Addr, "stats", s.queue))
 	require.Equal(t, []string{
-		"QUEUE PENDING ACTIVE SCHEDULED DEAD PAUSED WORKERS RUNNING CLAIMED COMPLETED FAILED RETRIED DEAD JOBS STALE LEASE LOST",
-		s.queue + " 3 0 1 2 yes 1 (2 slots) 0 6 4 2 0 2 0 0",
+		"QUEUE PENDING ACTIVE SCHEDULED DEAD PAUSED WORKERS RUNNING CLAIMED COMPLETED FAILED RETRIED DEAD JOBS STALE LEASE LOST CANCELLED",
+		s.queue + " 3 0 1 2 yes 1 (2 slots) 0 6 4 2 0 2 0 0 0",
 	}, text)
 
 	// With a window longer than the worker's report interval the rates cover the worker,

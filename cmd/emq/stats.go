@@ -32,6 +32,8 @@ type queueStats struct {
 	HandedBack int64 `json:"handed_back"`
 	Stale      int64 `json:"stale"`
 	LeaseLost  int64 `json:"lease_lost"`
+	// Cancelled counts jobs whose heartbeat found them cancelled (emq cancel of a running job).
+	Cancelled int64 `json:"cancelled"`
 	// Rates are per second between two reads; nil when none were taken.
 	Rates *rates `json:"rates,omitempty"`
 	fleet bus.FleetStats
@@ -46,6 +48,7 @@ type rates struct {
 	Failed    float64 `json:"failed"`
 	Retried   float64 `json:"retried"`
 	Dead      float64 `json:"dead"`
+	Cancelled float64 `json:"cancelled"`
 }
 
 func statsCmd(a *app) *cobra.Command {
@@ -55,7 +58,7 @@ func statsCmd(a *app) *cobra.Command {
 		Short: "Counts and fleet counters of every queue, or of one",
 		Long: `Print, for every queue of the registry or for the one named, the sizes of its sets and the
 counters its live workers publish (every WorkerConfig.StatsInterval, default 5 s): workers,
-running handlers, claimed, completed, failed, retried, dead, stale.
+running handlers, claimed, completed, failed, retried, dead, stale, lease lost, cancelled.
 
 With --window D the stats are read twice, D apart, and the per-second rates between the
 two reads are printed too: a worker's rate counts once it has published a newer snapshot,
@@ -143,7 +146,7 @@ func readQueueStats(ctx context.Context, b *bus.Bus, name string) (queueStats, e
 		Workers: len(fs.Workers), Concurrency: fs.Concurrency, Running: t.Running,
 		Claimed: t.Claimed, Completed: t.Completed, Failed: t.Failed, Retried: t.Retried, DeadJobs: t.Dead,
 		Snoozed: t.Snoozed, HandedBack: t.HandedBack, Stale: t.Stale, LeaseLost: t.LeaseLost,
-		fleet: fs,
+		Cancelled: t.Cancelled, fleet: fs,
 	}, nil
 }
 
@@ -160,7 +163,8 @@ func withRates(now, prev []queueStats) {
 		}
 		r := now[i].fleet.Rates(p)
 		now[i].Rates = &rates{WindowMS: ms(now[i].fleet.At.Sub(p.At)), Workers: r.Workers,
-			Claimed: r.Claimed, Completed: r.Completed, Failed: r.Failed, Retried: r.Retried, Dead: r.Dead}
+			Claimed: r.Claimed, Completed: r.Completed, Failed: r.Failed, Retried: r.Retried, Dead: r.Dead,
+			Cancelled: r.Cancelled}
 	}
 }
 
@@ -168,7 +172,7 @@ func withRates(now, prev []queueStats) {
 func (a *app) statsTable(rows []queueStats) {
 	withRates := len(rows) > 0 && rows[0].Rates != nil
 	head := []string{"QUEUE", "PENDING", "ACTIVE", "SCHEDULED", "DEAD", "PAUSED", "WORKERS", "RUNNING",
-		"CLAIMED", "COMPLETED", "FAILED", "RETRIED", "DEAD JOBS", "STALE", "LEASE LOST"}
+		"CLAIMED", "COMPLETED", "FAILED", "RETRIED", "DEAD JOBS", "STALE", "LEASE LOST", "CANCELLED"}
 	if withRates {
 		head = append(head, "COMPLETED/S", "FAILED/S")
 	}
@@ -176,7 +180,8 @@ func (a *app) statsTable(rows []queueStats) {
 	for _, r := range rows {
 		row := []string{r.Queue, itoa(r.Pending), itoa(r.Active), itoa(r.Scheduled), itoa(r.Dead), yesNo(r.Paused),
 			fmt.Sprintf("%d (%d slots)", r.Workers, r.Concurrency), itoa(r.Running),
-			itoa(r.Claimed), itoa(r.Completed), itoa(r.Failed), itoa(r.Retried), itoa(r.DeadJobs), itoa(r.Stale), itoa(r.LeaseLost)}
+			itoa(r.Claimed), itoa(r.Completed), itoa(r.Failed), itoa(r.Retried), itoa(r.DeadJobs), itoa(r.Stale), itoa(r.LeaseLost),
+			itoa(r.Cancelled)}
 		if withRates {
 			row = append(row, "-", "-")
 			if r.Rates != nil {
