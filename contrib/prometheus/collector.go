@@ -67,6 +67,7 @@ var (
 	qHandedBack  = desc("echomq_jobs_handed_back_total", "Jobs handed back to pending without counting a failure.", "queue")
 	qStale       = desc("echomq_jobs_stale_total", "Outcomes refused because the job was no longer the worker's (EMQSTALE).", "queue")
 	qLeaseLost   = desc("echomq_jobs_lease_lost_total", "Jobs whose heartbeat found the lease lost.", "queue")
+	qCancelled   = desc("echomq_jobs_cancelled_total", "Running jobs whose heartbeat found them cancelled (each then failed into dead).", "queue")
 	tCaches      = desc("echocache_table_caches", "Live caches that publish the table's stats.", "table")
 	tDegraded    = desc("echocache_table_degraded_caches", "Live caches in degraded mode for the table.", "table")
 	tHits        = desc("echocache_table_hits_total", "Reads answered by a tier (l1, l2).", "table", "tier")
@@ -85,7 +86,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{qJobs, qPaused, qWorkers, qSlots, qRunning, qClaimed, qCompleted, qFailed, qRetried,
-	qDead, qSnoozed, qHandedBack, qStale, qLeaseLost, tCaches, tDegraded, tHits, tMisses, tLoads, tLoadErrors,
+	qDead, qSnoozed, qHandedBack, qStale, qLeaseLost, qCancelled, tCaches, tDegraded, tHits, tMisses, tLoads, tLoadErrors,
 	tLoadSeconds, tInvSent, tInvReceived, tGaps, tRegressions, tFlushes, tPropagation, tPropMax}
 
 // Describe sends the descriptions of every metric the collector exports.
@@ -155,6 +156,7 @@ func (c *Collector) collectQueues(ctx context.Context, ch chan<- prometheus.Metr
 		counter(qHandedBack, t.HandedBack)
 		counter(qStale, t.Stale)
 		counter(qLeaseLost, t.LeaseLost)
+		counter(qCancelled, t.Cancelled)
 	}
 	return nil
 }

@@ -35,8 +35,9 @@ type activity struct {
 }
 
 // run makes known activity: a worker (stats every 50 ms, the job histograms installed)
-// completes 3 "ok" tasks, sends 1 "bad" to dead and snoozes 1 "nap" for an hour; then the
-// queue is paused and 2 tasks wait. A cache (stats every 50 ms) reads a table: 2 misses, 3
+// completes 3 "ok" tasks, sends 1 "bad" to dead, snoozes 1 "nap" for an hour and runs 1
+// "long" until it is cancelled (then it is failed into dead); then the queue is paused and 2
+// tasks wait. A cache (stats every 50 ms) reads a table: 2 misses, 3
 // L1 hits, and one Set whose invalidation comes back.
 func run(t *testing.T, srv *echotest.Server, jobs *echoprom.JobMetrics) activity {
 	t.Helper()
@@ -44,11 +45,18 @@ func run(t *testing.T, srv *echotest.Server, jobs *echoprom.JobMetrics) activity
 	b := srv.Bus(t, nil)
 	a := activity{queue: echotest.Name(t), table: echotest.Name(t) + ".t"}
 	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: a.queue, StatsInterval: 50 * time.Millisecond,
+		Lease: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler), Middleware: []bus.Middleware{jobs.Middleware()}})
 	require.NoError(t, err)
 	require.NoError(t, bus.Handle(w, "ok", func(context.Context, *bus.Task[int]) error { return nil }, nil))
 	require.NoError(t, bus.Handle(w, "bad", func(context.Context, *bus.Task[int]) error { return bus.SkipRetry(errors.New("no")) }, nil))
 	require.NoError(t, bus.Handle(w, "nap", func(context.Context, *bus.Task[int]) error { return bus.Snooze(time.Hour) }, nil))
+	started := make(chan struct{}, 1)
+	require.NoError(t, bus.Handle(w, "long", func(ctx context.Context, _ *bus.Task[int]) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}, nil))
 	require.NoError(t, w.Start())
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -59,9 +67,19 @@ func run(t *testing.T, srv *echotest.Server, jobs *echoprom.JobMetrics) activity
 		_, err := bus.EnqueueTask(ctx, b, a.queue, kind, 0, nil)
 		require.NoError(t, err)
 	}
-	eventually(t, "the worker's published stats show 5 claimed", func() bool {
+	long, err := bus.EnqueueTask(ctx, b, a.queue, "long", 0, nil)
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long handler never started")
+	}
+	state, err := b.Cancel(ctx, a.queue, long.ID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateActive, state)
+	eventually(t, "the worker's published stats show 6 claimed, one cancelled", func() bool {
 		fs, err := b.WorkerStats(ctx, a.queue)
-		return err == nil && fs.Total.Completed == 3 && fs.Total.Dead == 1 && fs.Total.Snoozed == 1
+		return err == nil && fs.Total.Completed == 3 && fs.Total.Dead == 2 && fs.Total.Snoozed == 1 && fs.Total.Cancelled == 1
 	})
 	require.NoError(t, b.Pause(ctx, a.queue))
 	for range 2 {
@@ -165,7 +183,7 @@ func TestScrape(t *testing.T) {
 		}
 		return out
 	}
-	for state, n := range map[string]float64{"pending": 2, "active": 0, "scheduled": 1, "dead": 1} {
+	for state, n := range map[string]float64{"pending": 2, "active": 0, "scheduled": 1, "dead": 2} {
 		require.Equal(t, n, gauge("echomq_queue_jobs", with(q, "state", state)), state)
 	}
 	require.Equal(t, 1.0, gauge("echomq_queue_paused", q))
@@ -173,15 +191,16 @@ func TestScrape(t *testing.T) {
 	require.Equal(t, float64(bus.DefaultConcurrency), gauge("echomq_queue_worker_slots", q))
 	require.Equal(t, 0.0, gauge("echomq_queue_jobs_running", q))
 	for name, n := range map[string]float64{
-		"echomq_jobs_claimed_total": 5, "echomq_jobs_completed_total": 3, "echomq_jobs_failed_total": 1,
-		"echomq_jobs_retried_total": 0, "echomq_jobs_dead_total": 1, "echomq_jobs_snoozed_total": 1,
+		"echomq_jobs_claimed_total": 6, "echomq_jobs_completed_total": 3, "echomq_jobs_failed_total": 2,
+		"echomq_jobs_retried_total": 0, "echomq_jobs_dead_total": 2, "echomq_jobs_snoozed_total": 1,
 		"echomq_jobs_handed_back_total": 0, "echomq_jobs_stale_total": 0, "echomq_jobs_lease_lost_total": 0,
+		"echomq_jobs_cancelled_total": 1,
 	} {
 		require.Equal(t, n, counter(name, q), name)
 	}
 
 	// The histograms: one observation per run, by kind and outcome; one wait per first claim.
-	for kind, outcome := range map[string]string{"ok": "completed", "bad": "failed", "nap": "snoozed"} {
+	for kind, outcome := range map[string]string{"ok": "completed", "bad": "failed", "nap": "snoozed", "long": "failed"} {
 		h := sample(t, fams, "echomq_job_run_seconds", map[string]string{"queue": a.queue, "kind": kind, "outcome": outcome}).GetHistogram()
 		want := uint64(1)
 		if kind == "ok" {

@@ -37,6 +37,7 @@
 //	echomq_jobs_handed_back_total{queue}      counter
 //	echomq_jobs_stale_total{queue}            counter: outcomes answered EMQSTALE
 //	echomq_jobs_lease_lost_total{queue}       counter
+//	echomq_jobs_cancelled_total{queue}        counter: running jobs cancelled (then dead)
 //
 // Jobs, from [JobMetrics] (labels queue, kind; outcome is completed, failed or snoozed):
 //
