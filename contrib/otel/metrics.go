@@ -50,6 +50,7 @@ var queueInsts = []inst{
 	{"echomq.jobs.handed_back", "{job}", "Jobs handed back without counting a failure.", true},
 	{"echomq.jobs.stale", "{job}", "Outcomes refused as stale (EMQSTALE).", true},
 	{"echomq.jobs.lease_lost", "{job}", "Jobs whose heartbeat found the lease lost.", true},
+	{"echomq.jobs.cancelled", "{job}", "Running jobs whose heartbeat found them cancelled (then dead).", true},
 }
 
 var tableInsts = []inst{
@@ -170,6 +171,7 @@ func (f *fleet) observeQueues(ctx context.Context, o metric.Observer) error {
 		put("echomq.jobs.handed_back", float64(t.HandedBack))
 		put("echomq.jobs.stale", float64(t.Stale))
 		put("echomq.jobs.lease_lost", float64(t.LeaseLost))
+		put("echomq.jobs.cancelled", float64(t.Cancelled))
 	}
 	return nil
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/echocache/echocache/tables"
 )
 
-// TestMetrics: known activity (3 completed, 1 dead, 1 snoozed, then 2 waiting in a paused
-// queue; a table read 5 times, 3 L1 hits, one Set) read through a manual reader: the
+// TestMetrics: known activity (3 completed, 1 dead, 1 snoozed, 1 cancelled while it ran and
+// so dead, then 2 waiting in a paused queue; a table read 5 times, 3 L1 hits, one Set) read through a manual reader: the
 // histograms from the middleware and the fleet's instruments, as the Prometheus collector
 // shows them.
 func TestMetrics(t *testing.T) {
@@ -36,14 +36,30 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, bus.Handle(w, "ok", func(context.Context, *bus.Task[int]) error { return nil }, nil))
 	require.NoError(t, bus.Handle(w, "bad", func(context.Context, *bus.Task[int]) error { return bus.SkipRetry(errors.New("no")) }, nil))
 	require.NoError(t, bus.Handle(w, "nap", func(context.Context, *bus.Task[int]) error { return bus.Snooze(time.Hour) }, nil))
+	started := make(chan struct{}, 1)
+	require.NoError(t, bus.Handle(w, "long", func(ctx context.Context, _ *bus.Task[int]) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}, nil))
 	require.NoError(t, w.Start())
 	for _, kind := range []string{"ok", "ok", "ok", "bad", "nap"} {
 		_, err := bus.EnqueueTask(ctx, b, queue, kind, 0, nil)
 		require.NoError(t, err)
 	}
-	echotestEventually(t, "the worker's stats show the five jobs", func() bool {
+	long, err := bus.EnqueueTask(ctx, b, queue, "long", 0, nil)
+	require.NoError(t, err)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long handler never started")
+	}
+	state, err := b.Cancel(ctx, queue, long.ID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateActive, state)
+	echotestEventually(t, "the worker's stats show the six jobs, one cancelled", func() bool {
 		fs, err := b.WorkerStats(ctx, queue)
-		return err == nil && fs.Total.Completed == 3 && fs.Total.Dead == 1 && fs.Total.Snoozed == 1
+		return err == nil && fs.Total.Completed == 3 && fs.Total.Dead == 2 && fs.Total.Snoozed == 1 && fs.Total.Cancelled == 1
 	})
 	require.NoError(t, b.Pause(ctx, queue))
 	for range 2 {
@@ -104,15 +120,16 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("%s has no point with %v", name, attrs)
 		return 0
 	}
-	for state, n := range map[string]float64{"pending": 2, "active": 0, "scheduled": 1, "dead": 1} {
+	for state, n := range map[string]float64{"pending": 2, "active": 0, "scheduled": 1, "dead": 2} {
 		require.Equal(t, n, value("echomq.queue.jobs", dest, attribute.String("echomq.job.state", state)), state)
 	}
 	require.Equal(t, 1.0, value("echomq.queue.paused", dest))
 	require.Equal(t, 1.0, value("echomq.queue.workers", dest))
 	require.Equal(t, float64(bus.DefaultConcurrency), value("echomq.queue.worker_slots", dest))
 	for name, n := range map[string]float64{
-		"echomq.jobs.claimed": 5, "echomq.jobs.completed": 3, "echomq.jobs.failed": 1, "echomq.jobs.retried": 0,
-		"echomq.jobs.dead": 1, "echomq.jobs.snoozed": 1, "echomq.jobs.stale": 0, "echomq.jobs.lease_lost": 0,
+		"echomq.jobs.claimed": 6, "echomq.jobs.completed": 3, "echomq.jobs.failed": 2, "echomq.jobs.retried": 0,
+		"echomq.jobs.dead": 2, "echomq.jobs.snoozed": 1, "echomq.jobs.stale": 0, "echomq.jobs.lease_lost": 0,
+		"echomq.jobs.cancelled": 1,
 	} {
 		require.Equal(t, n, value(name, dest), name)
 	}
@@ -143,7 +160,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("%s has no point with %v", name, attrs)
 		return metricdata.HistogramDataPoint[float64]{}
 	}
-	for kind, outcome := range map[string]string{"ok": "completed", "bad": "failed", "nap": "snoozed"} {
+	for kind, outcome := range map[string]string{"ok": "completed", "bad": "failed", "nap": "snoozed", "long": "failed"} {
 		want := uint64(1)
 		if kind == "ok" {
 			want = 3

@@ -202,7 +202,9 @@ func TestConsumerSpanWithoutContext(t *testing.T) {
 
 func startWorker(t *testing.T, srv *echotest.Server, queue string, tel *echootel.Telemetry) *bus.Worker {
 	t.Helper()
+	// Heartbeats every 100 ms, so a cancel reaches a running handler at once.
 	w, err := bus.NewWorker(srv.Bus(t, nil), bus.WorkerConfig{Queue: queue, StatsInterval: 50 * time.Millisecond,
+		Lease: 2 * time.Second, HeartbeatInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler), Middleware: []bus.Middleware{tel.Middleware()}})
 	require.NoError(t, err)
 	t.Cleanup(func() {
