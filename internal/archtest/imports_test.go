@@ -49,6 +49,8 @@ var allowed = map[string][]string{
 	"examples/quickstart":   {"cache", "tables"},
 	// Test helpers for users: the one tool allowed the throwaway servers (see testHelpers).
 	"echotest": {"bus", "keys", "internal/panics", "internal/valkeytest"},
+	// The web dashboard reads the bus and the cache, and pipelines their reads (lua.Pipeline).
+	"dash": {"bus", "cache", "keys", "lua"},
 }
 
 // toolRoots are the directories whose packages are tools: a package outside them never
