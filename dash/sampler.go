@@ -3,6 +3,7 @@ package dash
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -55,6 +56,8 @@ type sampler struct {
 	size      int
 	maxQueues int
 
+	passes atomic.Int64 // passes done, for tests
+
 	mu    sync.Mutex
 	rings map[string]*ring
 	prev  map[string]bus.FleetStats
@@ -82,6 +85,7 @@ func (s *sampler) run(ctx context.Context, every time.Duration) {
 
 // pass takes one sample of every listed queue.
 func (s *sampler) pass(ctx context.Context) {
+	defer s.passes.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	qs, err := s.bus.Queues(ctx)
