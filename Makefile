@@ -1,12 +1,14 @@
 .DEFAULT_GOAL := help
 
-.PHONY: help setup demo test fuzz soak protocol
+.PHONY: help setup demo test fuzz soak protocol screenshots
 
 # The nested modules: the demo service (SQLite, Prometheus), the peers measured by make bench, and
 # a user's module that imports echotest as users do.
 SERVICE  := examples/service
 PEERS    := bench/peers
 USERTEST := echotest/internal/usertest
+# The dashboard's browser tests: chromedp drives Debian's chromium (.ci/install-chromium).
+BROWSER  := dash/browsertest
 DEMO_ARGS ?=
 
 help: ## Show this help
@@ -23,15 +25,21 @@ demo: ## The main demo: Valkey + two service instances under a Zipf load, every 
 	wait $$build || { echo "demo: building $(SERVICE) failed" >&2; exit 1; }; \
 	$$bin demo $(DEMO_ARGS); status=$$?; rm -rf $$(dirname $$bin); exit $$status
 
-test: setup ## go vet, then all tests with the race detector; the nested modules are vetted and tested too
+test: setup ## go vet, then all tests with the race detector; the nested modules are vetted and tested too (the dashboard in headless chromium)
+	bash .ci/install-chromium
 	go vet ./...
 	go test -race -count=1 -timeout 15m ./...
 	cd $(SERVICE) && go vet ./... && go test -count=1 -timeout 10m ./...
 	cd $(USERTEST) && go vet ./... && go test -race -count=1 -timeout 5m ./...
+	cd $(BROWSER) && go vet ./... && ECHO_BROWSER_REQUIRED=1 go test -count=1 -timeout 5m ./...
 	cd $(PEERS) && go vet ./...
 
 protocol: ## Regenerate PROTOCOL.md from the grammar (keys/) and the script headers (lua/*.lua); a test fails when it is stale
 	go run ./internal/protocolgen
+
+screenshots: ## Rewrite docs/dash-overview.png and docs/dash-job.png from the browser test
+	bash .ci/install-chromium
+	cd $(BROWSER) && ECHO_BROWSER_REQUIRED=1 ECHO_DASH_SCREENSHOTS=1 go test -count=1 -run 'TestDashboardInBrowser' ./...
 
 fuzz: ## Fuzz keys/ (FuzzParse) for 60 s
 	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/
