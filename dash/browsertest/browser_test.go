@@ -195,6 +195,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	s := seed(t, echotest.Valkey(t))
 	base := mount(t, dash.Config{Bus: s.bus, Prefix: "/echo", SampleEvery: 250 * time.Millisecond})
 
+	t.Run("the console check sees errors", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(base+"/"), chromedp.Evaluate[chromedp.Void](`console.error("probe-error"); setTimeout(() => { throw new Error("probe-throw") })`))
+		require.Eventually(t, func() bool {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			all := strings.Join(b.errors, "\n")
+			return strings.Contains(all, "probe-error") && strings.Contains(all, "probe-throw")
+		}, 10*time.Second, 20*time.Millisecond, "a console error and an uncaught exception are recorded")
+		b.clean(t, "the probe", "probe-")
+	})
+
 	t.Run("pages load without console errors", func(t *testing.T) {
 		b.do(t, chromedp.Navigate(base+"/"), chromedp.WaitVisible(id("queues")))
 		text := get(t, b, chromedp.Text(css("main")))
@@ -214,6 +225,21 @@ func TestDashboardInBrowser(t *testing.T) {
 			require.NotContains(t, h1, "Not Found", path)
 			b.clean(t, path)
 		}
+	})
+
+	t.Run("live refresh updates the counts without a reload", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(base+"/"), chromedp.WaitVisible(id("queues")))
+		cell := `document.querySelector('[data-queue="reports"] [data-field="pending"]')`
+		before := get(t, b, chromedp.Evaluate[string](cell+`.textContent`))
+		require.Equal(t, "1", before)
+		b.do(t, chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))
+		for range 5 {
+			_, err := s.bus.Enqueue(context.Background(), s.reports, []byte("x"), nil)
+			require.NoError(t, err)
+		}
+		require.True(t, get(t, b, chromedp.Poll[bool](cell+`.textContent === "6"`, chromedp.WithPollingTimeout(15*time.Second))))
+		require.True(t, get(t, b, chromedp.Evaluate[bool](`window.notReloaded === true`)), "the same page, not a reload")
+		b.clean(t, "the live refresh")
 	})
 
 	t.Run("a dead job shows its failure", func(t *testing.T) {
