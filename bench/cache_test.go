@@ -14,6 +14,7 @@ import (
 
 	"github.com/echocache/echocache/cache"
 	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/tables"
 )
 
@@ -22,7 +23,19 @@ func loadRow(_ context.Context, id int64) (Row, error) { return SampleRow(id), n
 // benchCacheTable makes a cache over a new client and one table no other benchmark uses.
 func benchCacheTable(b *testing.B, client valkey.Client, spec tables.Spec) *cache.Table[int64, Row] {
 	b.Helper()
-	c, err := cache.New(client, cache.Config{})
+	return benchCacheTableWith(b, client, spec, cache.Config{})
+}
+
+// benchCacheTableWith is benchCacheTable with the cache's Config.
+func benchCacheTableWith(b *testing.B, client valkey.Client, spec tables.Spec, cfg cache.Config) *cache.Table[int64, Row] {
+	b.Helper()
+	return benchCacheTableCodec(b, client, spec, cfg, nil)
+}
+
+// benchCacheTableCodec is benchCacheTableWith with the table's codec (nil: JSON).
+func benchCacheTableCodec(b *testing.B, client valkey.Client, spec tables.Spec, cfg cache.Config, codec cache.Codec[Row]) *cache.Table[int64, Row] {
+	b.Helper()
+	c, err := cache.New(client, cfg)
 	require.NoError(b, err)
 	b.Cleanup(c.Close)
 	if spec.Name == "" {
@@ -32,6 +45,7 @@ func benchCacheTable(b *testing.B, client valkey.Client, spec tables.Spec) *cach
 		spec.TTL = rowTTL
 	}
 	t, err := cache.NewTable(c, spec, loadRow, &cache.TableOpts[int64, Row]{
+		Codec: codec,
 		BatchLoad: func(_ context.Context, ids []int64) (map[int64]Row, error) {
 			out := make(map[int64]Row, len(ids))
 			for _, id := range ids {
@@ -166,52 +180,92 @@ func BenchmarkCompareMissFill(b *testing.B) {
 	}})
 }
 
-// BenchmarkCacheGetMany: GetMany of 100 ids whose rows are in L2 (L1 off): one MGET and the
-// decodes.
-func BenchmarkCacheGetMany(b *testing.B) {
-	t := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off})
-	ctx := context.Background()
+// getManyTable is a table (L1 off, the codec given; nil: JSON) whose manyIDs rows are all
+// in L2, and its ids.
+func getManyTable(b *testing.B, codec cache.Codec[Row]) (*cache.Table[int64, Row], []int64) {
+	b.Helper()
+	t := benchCacheTableCodec(b, valkeytest.Shared(b).Client(b), tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off}, cache.Config{}, codec)
 	ids := make([]int64, manyIDs)
 	for i := range ids {
 		ids[i] = int64(i + 1)
 	}
-	got, err := t.GetMany(ctx, ids) // fills every row
+	got, err := t.GetMany(context.Background(), ids) // fills every row
 	require.NoError(b, err)
 	require.Len(b, got, manyIDs)
-	b.ReportAllocs()
-	for b.Loop() {
+	return t, ids
+}
+
+// getManySide is GetMany of the table's ids as a Compare side.
+func getManySide(t *cache.Table[int64, Row], ids []int64) Side {
+	ctx := context.Background()
+	return Side{Name: "getmany", Op: func(b *testing.B) {
 		m, err := t.GetMany(ctx, ids)
 		if err != nil || len(m) != manyIDs {
 			b.Fatalf("GetMany: %d rows, %v", len(m), err)
 		}
+	}}
+}
+
+// mgetSide is a raw MGET of the very rows GetMany reads (the same keys and bytes, not
+// decoded), as BenchmarkValkeyMGet reads its own.
+func mgetSide(b *testing.B, t *cache.Table[int64, Row], ids []int64) Side {
+	b.Helper()
+	c := valkeytest.Shared(b).Client(b)
+	ks := make([]string, len(ids))
+	for i, id := range ids {
+		k, err := keys.MustTable(t.Name()).Row(strconv.FormatInt(id, 10))
+		require.NoError(b, err)
+		ks[i] = k
+	}
+	ctx := context.Background()
+	return Side{Name: "mget", Op: func(b *testing.B) {
+		vals, err := c.Do(ctx, c.B().Mget().Key(ks...).Build()).AsStrSlice()
+		if err != nil || len(vals) != manyIDs || vals[manyIDs-1] == "" {
+			b.Fatalf("MGET: %d values, %v", len(vals), err)
+		}
+	}}
+}
+
+// BenchmarkCacheGetMany: GetMany of 100 ids whose rows are in L2 (L1 off): one MGET and the
+// JSON decodes.
+func BenchmarkCacheGetMany(b *testing.B) {
+	t, ids := getManyTable(b, nil)
+	side := getManySide(t, ids)
+	b.ReportAllocs()
+	for b.Loop() {
+		side.Op(b)
 	}
 }
 
-// invalidationSide is the propagation of one Invalidate: from the writer's call until the
-// reader's subscriber has applied it (its received counter moved). Writer and reader are two
-// caches over two clients, as two processes would be.
+// BenchmarkCacheGetManyMsgpack is BenchmarkCacheGetMany over a table with the Msgpack codec.
+func BenchmarkCacheGetManyMsgpack(b *testing.B) {
+	t, ids := getManyTable(b, cache.Msgpack[Row]{})
+	side := getManySide(t, ids)
+	b.ReportAllocs()
+	for b.Loop() {
+		side.Op(b)
+	}
+}
+
+// BenchmarkCompareGetMany interleaves GetMany of 100 L2 rows (JSON) with a raw MGET of the
+// same 100 rows.
+func BenchmarkCompareGetMany(b *testing.B) {
+	t, ids := getManyTable(b, nil)
+	b.ReportAllocs()
+	Compare(b, getManySide(t, ids), mgetSide(b, t, ids))
+}
+
+// BenchmarkCompareGetManyMsgpack is BenchmarkCompareGetMany with the Msgpack codec.
+func BenchmarkCompareGetManyMsgpack(b *testing.B) {
+	t, ids := getManyTable(b, cache.Msgpack[Row]{})
+	b.ReportAllocs()
+	Compare(b, getManySide(t, ids), mgetSide(b, t, ids))
+}
+
+// invalidationSide is InvalidationSide over two clients of the shared server.
 func invalidationSide(b *testing.B) LatencySide {
-	name := UniqueName(b.Name())
-	writer := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{Name: name})
-	reader := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{Name: name})
-	ctx := context.Background()
-	return LatencySide{Name: "invalidation", Op: func(b *testing.B) time.Duration {
-		before := reader.Stats().InvalidationsReceived
-		start := time.Now()
-		if err := writer.Invalidate(ctx, rowID); err != nil {
-			b.Fatal(err)
-		}
-		deadline := start.Add(pubSubWait)
-		for reader.Stats().InvalidationsReceived == before {
-			if time.Now().After(deadline) {
-				b.Fatal("invalidation not received")
-			}
-			// Poll with a short sleep: on two cores a spinning waiter (even one that yields)
-			// starves the subscriber it waits for and turns the p99 into milliseconds.
-			time.Sleep(20 * time.Microsecond)
-		}
-		return time.Since(start)
-	}}
+	srv := valkeytest.Shared(b)
+	return InvalidationSide(b, srv.Client(b), srv.Client(b), UniqueName(b.Name()))
 }
 
 // BenchmarkCacheInvalidation reports p50 and p99 of invalidation propagation.

@@ -2,12 +2,14 @@ package cache_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/tables"
 )
 
@@ -47,4 +49,58 @@ func TestL1HitAllocatesNothing(t *testing.T) {
 		require.Zero(t, allocs, tc.name)
 		require.Equal(t, before+1001, strs.Stats().L1Hits+ints.Stats().L1Hits, "%s: every call was an L1 hit", tc.name)
 	}
+}
+
+// TestGetManyAllocations: GetMany of 100 ids whose rows are in L2 (L1 off) allocates, per
+// row, what the codec's decode allocates plus one (the reply string valkey-go reads), and a
+// bounded number per call besides; nothing of ours per row. With Msgpack the codec's share
+// is smaller than JSON's, and so is the total.
+func TestGetManyAllocations(t *testing.T) {
+	ctx := context.Background()
+	c := newCache(t, valkeytest.Shared(t).Client(t))
+	const rows = 100
+	ids := make([]int64, rows)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	perRow := map[string]float64{}
+	for _, tc := range []struct {
+		name  string
+		codec cache.Codec[user]
+	}{{"json", cache.JSON[user]{}}, {"msgpack", cache.Msgpack[user]{}}} {
+		spec := tables.Spec{Name: tableName(t), L1TTL: tables.Off, EarlyRefreshBeta: tables.Off, L2Timeout: relaxedL2}
+		tbl, err := cache.NewTable(c, spec, func(_ context.Context, id int64) (user, error) {
+			return user{ID: strconv.FormatInt(id, 10), Name: "name-" + strconv.FormatInt(id, 10)}, nil
+		}, &cache.TableOpts[int64, user]{Codec: tc.codec})
+		require.NoError(t, err)
+		got, err := tbl.GetMany(ctx, ids) // fills every row
+		require.NoError(t, err)
+		require.Len(t, got, rows)
+
+		payload, err := tc.codec.Marshal(user{ID: "42", Name: "name-42"})
+		require.NoError(t, err)
+		dec := tc.codec.(interface {
+			UnmarshalString(string, *user) error
+		})
+		s := string(payload)
+		codecAllocs := testing.AllocsPerRun(200, func() {
+			var u user
+			_ = dec.UnmarshalString(s, &u)
+		})
+		before := tbl.Stats().L2Hits
+		allocs := testing.AllocsPerRun(50, func() {
+			m, err := tbl.GetMany(ctx, ids)
+			if err != nil || len(m) != rows {
+				t.Fatalf("GetMany: %d rows, %v", len(m), err)
+			}
+		})
+		require.Equal(t, before+51*rows, tbl.Stats().L2Hits, "every row was an L2 hit")
+		perRow[tc.name] = allocs / rows
+		t.Logf("%s: %.0f allocations per GetMany of %d (%.2f per row); the codec's decode: %.0f per row",
+			tc.name, allocs, rows, allocs/rows, codecAllocs)
+		// Per row: the codec's allocations and valkey-go's reply string; per call: the
+		// maps, slices, the key buffer, the pipeline (under 40 in all).
+		require.LessOrEqual(t, allocs, rows*(codecAllocs+1)+40, tc.name)
+	}
+	require.Less(t, perRow["msgpack"], perRow["json"], "msgpack allocates less per row")
 }

@@ -30,6 +30,13 @@ func (t *Table[K, V]) readRow(ctx context.Context, key string, withTTL bool) (st
 	return val, exists, ttl, t.l2done(ctx, bctx, err)
 }
 
+func (t *Table[K, V]) readOrLease(ctx context.Context, key, token string, withTTL bool) (string, bool, bool, pttl, error) {
+	bctx, cancel := t.l2ctx(ctx)
+	defer cancel()
+	val, exists, acquired, ttl, err := t.c.readOrLease(bctx, key, leaseRow(token), t.spec.LeaseTTL(), withTTL)
+	return val, exists, acquired, ttl, t.l2done(ctx, bctx, err)
+}
+
 func (t *Table[K, V]) readPTTL(ctx context.Context, key string) (pttl, error) {
 	bctx, cancel := t.l2ctx(ctx)
 	defer cancel()
@@ -37,10 +44,10 @@ func (t *Table[K, V]) readPTTL(ctx context.Context, key string) (pttl, error) {
 	return n, t.l2done(ctx, bctx, err)
 }
 
-func (t *Table[K, V]) readRows(ctx context.Context, keys []string, withTTL bool) ([]rowRead, error) {
+func (t *Table[K, V]) readRows(ctx context.Context, keys []string, groups [][]int, withTTL bool) ([]rowRead, error) {
 	bctx, cancel := t.l2ctx(ctx)
 	defer cancel()
-	rows, err := t.c.readRows(bctx, keys, withTTL)
+	rows, err := t.c.readRows(bctx, keys, groups, withTTL)
 	return rows, t.l2done(ctx, bctx, err)
 }
 

@@ -66,6 +66,14 @@ type Config struct {
 	// succeeds closes it, and the same reconcile settles the tables before their L1s are
 	// trusted again. At least 1 ms. Default DefaultBreakerProbe (500 ms).
 	BreakerProbe time.Duration
+
+	// OnInvalidation, when set, is called after each invalidation message has been applied
+	// to this cache's L1 (its ids dropped, or the table flushed), with the table's name and
+	// the ids the message named (none for a whole-table invalidation), this cache's own
+	// writes included. It runs on the subscriber's goroutine, which it holds up: it must
+	// return quickly and not block. For metrics, and for waiting on propagation exactly (a
+	// benchmark that times it needs no polling). Default: nil.
+	OnInvalidation func(table string, ids []string)
 }
 
 // The defaults a zero [Config] field stands for.
@@ -131,6 +139,9 @@ type Cache struct {
 	log    *slog.Logger
 	reg    tables.Registry
 	clk    *clock
+	// own prefixes this cache's write tokens (see writeToken), so its subscriber knows its
+	// own messages.
+	own string
 
 	// closing is cancelled by Close: fills and refreshes in flight stop waiting.
 	closing context.Context
@@ -159,7 +170,7 @@ type tableCore interface {
 	flushL1()
 	closeL1()
 	// attach gives the table its coherence state once it is declared.
-	attach(ts *tableState)
+	attach(g *tableGroup)
 	// pendingCount and retryPending: invalidations that did not reach Valkey, sent when
 	// it answers again.
 	pendingCount() int
@@ -184,6 +195,7 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 		client:  client,
 		log:     cfg.Logger,
 		clk:     newClock(),
+		own:     newToken()[:ownLen],
 		closing: ctx,
 		cancel:  cancel,
 		cores:   make(map[string]tableCore),
@@ -269,7 +281,7 @@ func (c *Cache) register(spec tables.Spec, build func(tables.Table) (tableCore, 
 		return nil, ErrClosed
 	}
 	c.cores[decl.Spec.Name] = t
-	t.attach(c.coh.add(decl.Keys, t))
+	t.attach(c.coh.add(decl, t))
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.closing, c.coh.subWait)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/tables"
 	"github.com/echocache/echocache/topic"
 )
 
@@ -66,20 +67,53 @@ type coherence struct {
 	subCount int // channels sub covers
 
 	mu        sync.Mutex
-	byName    map[string]*tableState
+	byRecord  map[string]*tableState // every shard of every table, by its record's key
 	byChannel map[string]*tableState
 	pending   map[*tableState]bool
+
+	onInval func(table string, ids []string) // Config.OnInvalidation
 
 	// hooks for tests; set before the first table is declared.
 	hookMessage func(table string, payload []byte) bool // false drops the message
 	hookDropped func(table string, ids []string)        // after a message's ids were dropped
 }
 
-// tableState is one table's coherence state and counters.
+// tableGroup is one table's coherence across its shards (tables.Spec.Shards): a tableState
+// per shard, each following its own record and channel, and what belongs to the table as a
+// whole. A table of one shard has one tableState.
+type tableGroup struct {
+	name   string
+	shards []*tableState
+
+	allSynced atomic.Bool // every shard's initial record read is done: L1 may take installs
+
+	// degradedSince is when the table entered degraded mode (unix ns), 0 when it is not in it.
+	degradedSince atomic.Int64
+
+	sent atomic.Int64 // invalidation messages this process published for the table
+}
+
+// synced reports whether every shard's subscription is confirmed and its record read.
+func (g *tableGroup) synced() bool {
+	if g.allSynced.Load() {
+		return true
+	}
+	for _, ts := range g.shards {
+		if !ts.synced.Load() {
+			return false
+		}
+	}
+	g.allSynced.Store(true) // a shard never goes back to unsynced
+	return true
+}
+
+// tableState is the coherence state and counters of one table, or of one shard of a table
+// spread over shards: its record, its channel, its sequence.
 type tableState struct {
-	name string
-	keys keys.Table
-	core tableCore
+	name  string // the table's
+	keys  keys.Table
+	core  tableCore
+	group *tableGroup
 
 	synced atomic.Bool // the initial record read is done: L1 may take installs
 
@@ -104,11 +138,13 @@ type tableState struct {
 	// gone back in time; set once by add.
 	onRegression func()
 
-	// degradedSince is when the table entered degraded mode (unix ns), 0 when it is not in it.
-	degradedSince atomic.Int64
+	received, gaps, flushes, reconciles, regressions atomic.Int64
+	delayN, delaySum, delayMax                       atomic.Int64 // propagation, ns
+	delays                                           latencies    // propagation, as a histogram
 
-	sent, received, gaps, flushes, reconciles, regressions atomic.Int64
-	delayN, delaySum, delayMax                             atomic.Int64 // propagation, ns
+	// own is the prefix of this cache's write tokens: a message carrying one is this
+	// process's own write, whose ids its writer already dropped from L1.
+	own string
 }
 
 // newCoherence starts the subscriber and reconciler for c; cfg has its defaults filled in.
@@ -121,25 +157,32 @@ func newCoherence(c *Cache, cfg Config) (*coherence, error) {
 	grace := min(max(interval/5, 20*time.Millisecond), 250*time.Millisecond)
 	subWait := cfg.SubscribeTimeout
 	co := &coherence{
-		c: c, topics: topics, period: max(interval-grace, interval/2), grace: grace, subWait: subWait,
+		onInval: cfg.OnInvalidation,
+		c:       c, topics: topics, period: max(interval-grace, interval/2), grace: grace, subWait: subWait,
 		stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
-		byName: map[string]*tableState{}, byChannel: map[string]*tableState{}, pending: map[*tableState]bool{},
+		byRecord: map[string]*tableState{}, byChannel: map[string]*tableState{}, pending: map[*tableState]bool{},
 	}
 	go co.run()
 	return co, nil
 }
 
-// add tracks a newly declared table and marks it pending for the background loop, which
-// subscribes its channel and reads its record (Cache.register waits for that through
+// add tracks a newly declared table, each of its shards, for the background loop, which
+// subscribes their channels and reads their records (Cache.register waits for that through
 // syncTables, up to the subscribe timeout). Until then the table works without L1.
-func (co *coherence) add(decl keys.Table, core tableCore) *tableState {
-	ts := &tableState{name: decl.Name(), keys: decl, core: core}
-	ts.onRegression = func() { co.regressed(ts) }
+func (co *coherence) add(decl tables.Table, core tableCore) *tableGroup {
+	g := &tableGroup{name: decl.Spec.Name}
+	for _, k := range decl.Shards {
+		ts := &tableState{name: g.name, keys: k, core: core, group: g, own: co.c.own}
+		ts.onRegression = func() { co.regressed(ts) }
+		g.shards = append(g.shards, ts)
+	}
 	co.mu.Lock()
-	co.byName[ts.name] = ts
-	co.byChannel[decl.Inval()] = ts
+	for _, ts := range g.shards {
+		co.byRecord[ts.keys.Record()] = ts
+		co.byChannel[ts.keys.Inval()] = ts
+	}
 	co.mu.Unlock()
-	return ts
+	return g
 }
 
 // regressed makes ts owe a whole-table invalidation and wakes the background loop, whose
@@ -264,6 +307,9 @@ func (co *coherence) handle(ev topic.Event) {
 		if co.hookDropped != nil {
 			co.hookDropped(ts.name, m.ids)
 		}
+		if co.onInval != nil {
+			co.onInval(ts.name, m.ids)
+		}
 	case topic.Subscribed:
 		if !ev.Resubscribed {
 			return
@@ -282,8 +328,8 @@ func (co *coherence) handle(ev topic.Event) {
 		}
 	case topic.Overflow:
 		co.mu.Lock()
-		all := make([]*tableState, 0, len(co.byName))
-		for _, ts := range co.byName {
+		all := make([]*tableState, 0, len(co.byRecord))
+		for _, ts := range co.byRecord {
 			all = append(all, ts)
 		}
 		co.mu.Unlock()
@@ -316,21 +362,29 @@ func (co *coherence) close() {
 	})
 }
 
-// fillStats fills the coherence counters of s.
-func (ts *tableState) fillStats(s *Stats) {
-	if ts == nil {
+// fillStats fills the coherence counters of s: the table's, summed over its shards.
+func (g *tableGroup) fillStats(s *Stats) {
+	if g == nil {
 		return
 	}
-	s.InvalidationsSent = ts.sent.Load()
-	s.InvalidationsReceived = ts.received.Load()
-	s.Gaps = ts.gaps.Load()
-	s.Regressions = ts.regressions.Load()
-	s.Flushes = ts.flushes.Load()
-	s.Reconciles = ts.reconciles.Load()
-	if since := ts.degradedSince.Load(); since != 0 {
+	s.InvalidationsSent = g.sent.Load()
+	if since := g.degradedSince.Load(); since != 0 {
 		s.Degraded, s.DegradedSince = true, time.Unix(0, since)
 	}
-	s.PropagationCount = ts.delayN.Load()
-	s.PropagationTotal = time.Duration(ts.delaySum.Load())
-	s.PropagationMax = time.Duration(ts.delayMax.Load())
+	var delays [histBuckets]int64
+	defer func() {
+		s.PropagationP50, s.PropagationP99 = quantile(&delays, 0.5), quantile(&delays, 0.99)
+		s.PropagationHistogram = histogramOf(&delays)
+	}()
+	for _, ts := range g.shards {
+		ts.delays.addTo(&delays)
+		s.InvalidationsReceived += ts.received.Load()
+		s.Gaps += ts.gaps.Load()
+		s.Regressions += ts.regressions.Load()
+		s.Flushes += ts.flushes.Load()
+		s.Reconciles += ts.reconciles.Load()
+		s.PropagationCount += ts.delayN.Load()
+		s.PropagationTotal += time.Duration(ts.delaySum.Load())
+		s.PropagationMax = max(s.PropagationMax, time.Duration(ts.delayMax.Load()))
+	}
 }

@@ -135,7 +135,7 @@ func (t *Table[K, V]) degradedMany(ctx context.Context, ids []K, out map[K]V, ca
 }
 
 // enterDegraded marks the table degraded, from now, unless it already is.
-func (ts *tableState) enterDegraded(log *slog.Logger, cause error) {
+func (ts *tableGroup) enterDegraded(log *slog.Logger, cause error) {
 	if ts == nil || ts.degradedSince.Load() != 0 {
 		return
 	}
@@ -146,7 +146,7 @@ func (ts *tableState) enterDegraded(log *slog.Logger, cause error) {
 }
 
 // leaveDegraded ends degraded mode after a reconcile settled the table.
-func (ts *tableState) leaveDegraded(log *slog.Logger) {
+func (ts *tableGroup) leaveDegraded(log *slog.Logger) {
 	since := ts.degradedSince.Load()
 	if since == 0 || !ts.degradedSince.CompareAndSwap(since, 0) {
 		return

@@ -8,8 +8,12 @@
 //     deadlines against a coarse clock that the hits themselves and a ticker keep current,
 //     and against the precise clock within 20 ms of a deadline; only a process starved for
 //     longer than that, with few hits, can serve an entry late, by the starvation.)
-//   - L2 is the row ecc:{<table>}:<id>, read with its PTTL in one round trip. Its value is
-//     decoded by the table's [Codec] (JSON by default) and installed in L1.
+//   - L2 is the row ecc:{<table>}:<id>, read with its PTTL in one round trip. The read is
+//     SET NX GET of a fill lease: where a row is, nothing is written and the reply is the
+//     row; where none is, the lease is taken in the same round trip, so a cold miss costs
+//     two round trips (the read, then the fill's write), as a raw GET and SET do. The value
+//     is decoded by the table's [Codec] (JSON by default; [Msgpack] allocates less) and
+//     installed in L1.
 //   - The loader runs when neither has the id. The fill is single-flight in the process and
 //     guarded across processes by a fill lease written into the row (SET NX PX): however
 //     many goroutines and processes miss one id at once, the loader runs once, and a filler
@@ -60,6 +64,21 @@
 // rows went back with it, so that table's rows are invalidated too (as by InvalidateAll).
 // Nothing missed, no flush; a lost message costs at most one reconcile interval. Until a table's subscription is
 // confirmed its L1 takes nothing.
+//
+// A process does not apply its own invalidations twice: each write's token carries its
+// Cache's prefix, and the subscriber skips the drops of a message with it (the writer
+// dropped its entry after the script ran), following its sequence as usual.
+// [Config].OnInvalidation is called after each message is applied, for metrics or to wait
+// on propagation exactly; [Stats] reports the propagation delay as a histogram with its
+// p50 and p99.
+//
+// Shards: a table declared with tables.Spec.Shards = N > 1 spreads its rows over N hash
+// tags, ecc:{<table>#<i>}:<id> with i = keys.ShardOf(id, N), so a large or hot table spans
+// a cluster's primaries. Each shard has its own coherence record and invalidation channel
+// and every script runs on one shard's slot; Set and Invalidate go to the ids' shards,
+// GetMany sends one MGET per shard in one pipeline, InvalidateAll flushes every shard, and
+// the reconcile reads every shard's record. A gap or regression on one shard flushes the
+// whole table's L1 (which ids were lost is unknown). Every process must declare the same N.
 //
 // Fill races: every L1 install passes through one method that refuses an id whose
 // generation (read before the L2 GET) moved meanwhile, and checks it again after the

@@ -55,7 +55,7 @@ func (c *Cache) SetHookMessage(f func(table string, payload []byte) bool) { c.co
 func (c *Cache) SetHookDropped(f func(table string, ids []string)) { c.coh.hookDropped = f }
 
 // Synced reports whether the table's invalidation subscription is confirmed.
-func (t *Table[K, V]) Synced() bool { return t.cs.synced.Load() }
+func (t *Table[K, V]) Synced() bool { return t.cs.synced() }
 
 // PeekL1 returns id's L1 entry, expired or not, without counting a hit.
 func PeekL1[K ID, V any](t *Table[K, V], id K) (V, bool) {

@@ -19,6 +19,20 @@ import (
 func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fillRead) (V, error) {
 	var zero V
 	t.st.misses.Add(1)
+	if rd.leased != "" {
+		// A lease this read took and no fill loaded under (this caller joined a flight that
+		// ended without meeting it) is released, so no process waits it out.
+		defer t.unoffer(ctx, idStr, key, rd.leased)
+	}
+	if ctx.Done() == nil && t.hookJoined == nil {
+		// A caller that cannot give up runs (or joins) the fill on its own goroutine, as
+		// groupcache does: no goroutine to start and switch to on a cold miss.
+		v, err, _ := t.sf.Do(idStr, func() (any, error) { return t.fillFlight(ctx, id, idStr, key, rd) })
+		if err != nil {
+			return zero, err
+		}
+		return *v.(*V), nil
+	}
 	ch := t.sf.DoChan(idStr, func() (any, error) { return t.fillFlight(ctx, id, idStr, key, rd) })
 	if t.hookJoined != nil {
 		t.hookJoined(idStr)
@@ -42,6 +56,7 @@ type fillRead struct {
 	rowRead
 	g      gen
 	readAt int64
+	leased string // the lease token the read took (readOrLease), "" if it took none
 }
 
 // fillFlight is one fill of id, starting from the read rd: a value or not-found ends it;
@@ -72,6 +87,9 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		if t.hookAfterRead != nil {
 			t.hookAfterRead(idStr)
 		}
+		if rd.leased != "" && t.take(idStr, rd.leased) {
+			return t.loadAndWrite(ctx, id, idStr, key, rd.leased, rd.g)
+		}
 		r := row{kind: rowAbsent}
 		if rd.exists {
 			r = parseRow(rd.val)
@@ -88,6 +106,10 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 		leaseSent := t.clk.precise()
 		switch r.kind {
 		case rowLease:
+			if t.take(idStr, r.token) {
+				// A read of this process took this lease and joined this flight: load under it.
+				return t.loadAndWrite(ctx, id, idStr, key, r.token, rd.g)
+			}
 			if !waited {
 				waited = true
 				t.st.leaseWaits.Add(1)
@@ -322,12 +344,39 @@ func (b *backoff) wait(ctx context.Context, lease pttl) error {
 	}
 }
 
-// newToken is a fill-lease token: 16 random bytes of [0-9A-Za-z], unique per filler.
+// newToken is a fill-lease token: 16 random bytes of [0-9A-Za-z], unique per filler. Two
+// random words give 10 characters each (62^10 < 2^60).
 func newToken() string {
-	const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 	var b [tokenLen]byte
+	fillToken(b[:])
+	return string(b[:])
+}
+
+const tokenAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// fillToken fills b with random characters of tokenAlphabet.
+func fillToken(b []byte) {
+	var x uint64
 	for i := range b {
-		b[i] = alphabet[rand.N(len(alphabet))]
+		if i%10 == 0 {
+			x = rand.Uint64()
+		}
+		b[i] = tokenAlphabet[x%62]
+		x /= 62
 	}
+}
+
+// ownLen is the length of a Cache's write-token prefix: 62^8 (about 2.2e14) prefixes, so two
+// caches draw the same one about once in 10^14 pairs (and would then skip each other's
+// drops, leaving the reconcile to catch them); the other 8 characters, 62^8 again, keep each
+// write's token unique.
+const ownLen = 8
+
+// writeToken is the token of one write (cache_set, cache_invalidate, cache_flush): the
+// cache's own prefix and 10 random characters.
+func (c *Cache) writeToken() string {
+	var b [tokenLen]byte
+	copy(b[:], c.own)
+	fillToken(b[ownLen:])
 	return string(b[:])
 }

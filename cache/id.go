@@ -26,6 +26,8 @@ type idOps[K ID] struct {
 	format func(K) string
 	// parse reads an id back from its row-key form (invalidation messages carry that form).
 	parse func(string) (K, error)
+	// append appends the id's row-key form to b (format without its allocation).
+	append func(b []byte, k K) []byte
 }
 
 func opsFor[K ID]() idOps[K] {
@@ -37,6 +39,7 @@ func opsFor[K ID]() idOps[K] {
 				return z.KeyToHash(*(*string)(unsafe.Pointer(&k)))
 			},
 			format: func(k K) string { return *(*string)(unsafe.Pointer(&k)) },
+			append: func(b []byte, k K) []byte { return append(b, *(*string)(unsafe.Pointer(&k))...) },
 			parse: func(s string) (K, error) {
 				var k K
 				*(*string)(unsafe.Pointer(&k)) = s
@@ -76,6 +79,12 @@ func opsFor[K ID]() idOps[K] {
 				return strconv.FormatInt(int64(toInt(k)), 10)
 			}
 			return strconv.FormatUint(toInt(k), 10)
+		}
+		ops.append = func(b []byte, k K) []byte {
+			if signed {
+				return strconv.AppendInt(b, int64(toInt(k)), 10)
+			}
+			return strconv.AppendUint(b, toInt(k), 10)
 		}
 		ops.parse = func(s string) (K, error) {
 			if signed {

@@ -44,7 +44,7 @@ func (t *Table[K, V]) install(id K, g gen, e *entry[V]) bool {
 	}
 	// Until the table's invalidation subscription is confirmed, L1 takes nothing: an entry
 	// installed then could miss its invalidation.
-	if t.cs == nil || !t.cs.synced.Load() {
+	if t.cs == nil || !t.cs.synced() {
 		return false
 	}
 	// Installs hold the cache's read lock so that Close, which takes the write lock before
@@ -74,8 +74,13 @@ func (t *Table[K, V]) Forget(id K) {
 	t.gens.bump(stripeOf(id, t.ops))
 	if t.l1 != nil {
 		t.c.mu.RLock()
+		// ristretto's Del wakes its policy goroutine even for a key it does not hold, so an
+		// id L1 does not hold is not deleted: an install of it still in ristretto's buffer
+		// checks the generation bumped above once it is applied, and deletes itself.
 		if !t.c.closed {
-			t.l1.Del(id)
+			if _, held := t.l1.Get(id); held {
+				t.l1.Del(id)
+			}
 		}
 		t.c.mu.RUnlock()
 	}
@@ -115,7 +120,7 @@ func (t *Table[K, V]) closeL1() {
 
 func (t *Table[K, V]) declared() tables.Table { return t.decl }
 
-func (t *Table[K, V]) attach(ts *tableState) { t.cs = ts }
+func (t *Table[K, V]) attach(g *tableGroup) { t.cs = g }
 
 // generations are the per-id generations that make L1 installs refusable: a fill reads its
 // id's generation before its L2 read and installs only if it has not moved. An id's

@@ -14,8 +14,10 @@ import (
 	"github.com/echocache/echocache/lua"
 )
 
-// This file is the package's one door to valkey-go: every command the cache sends and every
-// translation of a client error lives here, so no other file needs valkey.IsValkeyNil.
+// This file and l2_records.go are the package's one door to valkey-go: every command the
+// cache sends and every translation of a client error lives in them, so no other file needs
+// valkey.IsValkeyNil. This one has the rows' commands; l2_records.go the coherence
+// records' and the write scripts'.
 
 var (
 	// ErrL2 is wrapped by every error that comes from a Valkey call (connection refused,
@@ -135,6 +137,52 @@ func (c *Cache) readRow(ctx context.Context, key string, withTTL bool) (val stri
 	return val, exists, pttl(n), nil
 }
 
+// readOrLease is a miss path's read of a row: SET key lease NX GET PX ttl (with the row's
+// PTTL pipelined behind when withTTL is set, one round trip): where a row is, nothing is
+// written and the reply is the row, as a GET would read it; where none is, the fill lease is
+// written at once and acquired is set, so a cold miss takes its lease in the same round trip
+// as its read.
+//
+// SET NX GET is a write, so valkey-go does not retry it over a broken connection as it
+// retries a GET, and the first send may have landed: it is sent once more, with the same
+// lease, and a reply that is this very lease says the first one took it.
+func (c *Cache) readOrLease(ctx context.Context, key, lease string, ttl time.Duration, withTTL bool) (val string, exists, acquired bool, rowTTL pttl, err error) {
+	val, exists, acquired, rowTTL, err = c.readOrLeaseOnce(ctx, key, lease, ttl, withTTL)
+	var reply *valkey.ValkeyError
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return val, exists, acquired, rowTTL, err
+	case errors.As(err, &reply):
+		// A server that refuses writes (out of memory under noeviction, a read-only replica,
+		// too few replicas) still serves reads: read the row with GET, as before leases were
+		// taken by reads. A fill that follows fails to take its lease and says so.
+		val, exists, rowTTL, err = c.readRow(ctx, key, withTTL)
+		return val, exists, false, rowTTL, err
+	}
+	val, exists, acquired, rowTTL, err = c.readOrLeaseOnce(ctx, key, lease, ttl, withTTL)
+	if err == nil && exists && val == lease {
+		return "", false, true, rowTTL, nil
+	}
+	return val, exists, acquired, rowTTL, err
+}
+
+func (c *Cache) readOrLeaseOnce(ctx context.Context, key, lease string, ttl time.Duration, withTTL bool) (val string, exists, acquired bool, rowTTL pttl, err error) {
+	set := c.leaseCmd(key, lease, ttl)
+	if !withTTL {
+		acquired, val, err = leaseReply(key, c.client.Do(ctx, set))
+		return val, !acquired && err == nil, acquired, pttlUnread, err
+	}
+	res := c.client.DoMulti(ctx, set, c.client.B().Pttl().Key(key).Build())
+	if acquired, val, err = leaseReply(key, res[0]); err != nil {
+		return "", false, false, 0, err
+	}
+	n, err := res[1].AsInt64()
+	if err != nil {
+		return "", false, false, 0, l2err("PTTL", key, err)
+	}
+	return val, !acquired, acquired, pttl(n), nil
+}
+
 // readPTTL reads a row's remaining TTL.
 func (c *Cache) readPTTL(ctx context.Context, key string) (pttl, error) {
 	n, err := c.client.Do(ctx, c.client.B().Pttl().Key(key).Build()).AsInt64()
@@ -151,35 +199,63 @@ type rowRead struct {
 	ttl    pttl
 }
 
-// readRows reads many rows of one table with one MGET, their PTTLs (when withTTL is set)
-// pipelined behind it: one round trip. All rows of a table share a hash slot, so this holds
-// on a cluster.
-func (c *Cache) readRows(ctx context.Context, keys []string, withTTL bool) ([]rowRead, error) {
-	cmds := make(valkey.Commands, 0, 1+len(keys))
-	cmds = append(cmds, c.client.B().Mget().Key(keys...).Build())
+// readRows reads many rows of one table with one MGET per shard (groups holds each shard's
+// indexes into keys; nil means one MGET of all), their PTTLs (when withTTL is set) pipelined
+// behind: one round trip, which valkey-go splits per node on a cluster. All rows of a shard
+// share a hash slot, so each MGET is single-slot.
+func (c *Cache) readRows(ctx context.Context, keys []string, groups [][]int, withTTL bool) ([]rowRead, error) {
+	cmds := make(valkey.Commands, 0, len(groups)+1+len(keys))
+	var mgets [][]int // the indexes each MGET read, in reply order; nil: all of them
+	if groups == nil {
+		cmds = append(cmds, c.client.B().Mget().Key(keys...).Build())
+	} else {
+		for _, g := range groups {
+			if len(g) == 0 {
+				continue
+			}
+			ks := make([]string, len(g))
+			for j, i := range g {
+				ks[j] = keys[i]
+			}
+			cmds = append(cmds, c.client.B().Mget().Key(ks...).Build())
+			mgets = append(mgets, g)
+		}
+	}
+	nm := len(cmds)
 	if withTTL {
 		for _, k := range keys {
 			cmds = append(cmds, c.client.B().Pttl().Key(k).Build())
 		}
 	}
 	res := c.client.DoMulti(ctx, cmds...)
-	arr, err := res[0].ToArray()
-	if err != nil {
-		return nil, l2err("MGET", keys[0], err)
-	}
-	if len(arr) != len(keys) {
-		return nil, l2err("MGET", keys[0], fmt.Errorf("%d replies for %d keys", len(arr), len(keys)))
-	}
 	out := make([]rowRead, len(keys))
-	for i := range keys {
-		if out[i].val, out[i].exists, err = stringReply(arr[i]); err != nil {
-			return nil, l2err("MGET", keys[i], err)
+	for m := range nm {
+		arr, err := res[m].ToArray()
+		idx := func(j int) int { return j }
+		want := len(keys)
+		if mgets != nil {
+			g := mgets[m]
+			idx, want = func(j int) int { return g[j] }, len(g)
 		}
+		if err != nil {
+			return nil, l2err("MGET", keys[idx(0)], err)
+		}
+		if len(arr) != want {
+			return nil, l2err("MGET", keys[idx(0)], fmt.Errorf("%d replies for %d keys", len(arr), want))
+		}
+		for j := range arr {
+			i := idx(j)
+			if out[i].val, out[i].exists, err = stringReply(arr[j]); err != nil {
+				return nil, l2err("MGET", keys[i], err)
+			}
+		}
+	}
+	for i := range keys {
 		if !withTTL {
 			out[i].ttl = pttlUnread
 			continue
 		}
-		n, err := res[1+i].AsInt64()
+		n, err := res[nm+i].AsInt64()
 		if err != nil {
 			return nil, l2err("PTTL", keys[i], err)
 		}
@@ -293,91 +369,3 @@ func (c *Cache) finishMany(ctx context.Context, keys []string, token string, row
 	}
 	return written, errs
 }
-
-// fetchRecords reads coherence records (HMGET epoch seq last), pipelined in one round trip (valkey-go
-// splits it per slot on a cluster).
-func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record, error) {
-	cmds := make(valkey.Commands, len(recordKeys))
-	for i, k := range recordKeys {
-		cmds[i] = c.client.B().Hmget().Key(k).Field("epoch", "seq", "last").Build()
-	}
-	out := make([]record, len(recordKeys))
-	for i, r := range c.client.DoMulti(ctx, cmds...) {
-		arr, err := r.ToArray()
-		if err != nil {
-			return nil, l2err("HMGET", recordKeys[i], err)
-		}
-		if len(arr) != 3 {
-			return nil, l2err("HMGET", recordKeys[i], fmt.Errorf("%d replies for 3 fields", len(arr)))
-		}
-		epoch, exists, err := stringReply(arr[0])
-		if err != nil {
-			return nil, l2err("HMGET", recordKeys[i], err)
-		}
-		if !exists {
-			continue
-		}
-		out[i] = record{exists: true, epoch: epoch}
-		if s, ok, err := stringReply(arr[1]); err == nil && ok {
-			out[i].seq, _ = strconv.ParseInt(s, 10, 64)
-		}
-		if s, ok, err := stringReply(arr[2]); err == nil && ok {
-			out[i].last = s
-		}
-	}
-	return out, nil
-}
-
-// writeReply reads the {epoch, seq} reply of cache_set and cache_invalidate.
-func writeReply(op, key string, r valkey.ValkeyResult) error {
-	if err := r.Error(); err != nil {
-		return l2err(op, key, err)
-	}
-	return nil
-}
-
-// setRow runs cache_set: write the row of id, bump the record, publish. written is false
-// when a versioned row was refused because L2 holds a higher version (the reply 0): nothing
-// was written or published.
-func (c *Cache) setRow(ctx context.Context, tk tableKeys, id, row string, px time.Duration) (written bool, err error) {
-	r := scriptSet.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
-		[]string{newToken(), strconv.FormatInt(pxMillis(px), 10), id, row})
-	if err := writeReply("cache_set", tk.recordKey, r); err != nil {
-		return false, err
-	}
-	if n, err := r.AsInt64(); err == nil && n == 0 {
-		return false, nil
-	}
-	return true, nil
-}
-
-// invalidateRows runs cache_invalidate for ids (at most invalidateBatch of them).
-func (c *Cache) invalidateRows(ctx context.Context, tk tableKeys, ids []string) error {
-	args := make([]string, 0, 1+len(ids))
-	args = append(append(args, newToken()), ids...)
-	return writeReply("cache_invalidate", tk.recordKey, scriptInval.Exec(ctx, c.client, []string{tk.recordKey, tk.channel}, args))
-}
-
-// flushTable runs cache_flush until its walk ends: every row deleted, then a new epoch.
-func (c *Cache) flushTable(ctx context.Context, tk tableKeys) error {
-	token, cursor := newToken(), "0"
-	for {
-		arr, err := scriptFlush.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
-			[]string{token, cursor, strconv.Itoa(flushScanCount)}).ToArray()
-		if err != nil {
-			return l2err("cache_flush", tk.recordKey, err)
-		}
-		if len(arr) != 4 {
-			return l2err("cache_flush", tk.recordKey, fmt.Errorf("%d replies, want 4", len(arr)))
-		}
-		if cursor, err = arr[0].ToString(); err != nil {
-			return l2err("cache_flush", tk.recordKey, err)
-		}
-		if cursor == "0" {
-			return nil
-		}
-	}
-}
-
-// tableKeys are a table's coherence keys: its record and its invalidation channel.
-type tableKeys struct{ recordKey, channel string }

@@ -74,6 +74,22 @@ var targets = []target{
 	{"cluster", func(t *testing.T) valkey.Client { return valkeytest.SharedCluster(t).Client(t) }},
 }
 
+// shardTarget is a target and the shards its table spreads over.
+type shardTarget struct {
+	target
+	shards int
+}
+
+// shardTargets are the targets, and the cluster again with a table of 8 shards: the tests
+// that run on it hold for a table spread over the cluster's primaries.
+func shardTargets() []shardTarget {
+	out := make([]shardTarget, 0, len(targets)+1)
+	for _, tg := range targets {
+		out = append(out, shardTarget{tg, 1})
+	}
+	return append(out, shardTarget{target{"cluster-8-shards", targets[1].client}, 8})
+}
+
 // eachTarget runs f as a parallel subtest per target.
 func eachTarget(t *testing.T, f func(t *testing.T, client valkey.Client)) {
 	t.Helper()
@@ -135,10 +151,17 @@ func newTable(t testing.TB, c *cache.Cache, spec tables.Spec, src *source) *cach
 	return tbl
 }
 
-// rowKey is the L2 row of id in tbl.
-func rowKey(t testing.TB, tbl interface{ Name() string }, id string) string {
+// rowKey is the L2 row of id in tbl, in its shard when the table has more than one.
+func rowKey(t testing.TB, tbl interface{ Spec() tables.Spec }, id string) string {
 	t.Helper()
-	k, err := keys.MustTable(tbl.Name()).Row(id)
+	spec := tbl.Spec()
+	kt := keys.MustTable(spec.Name)
+	if spec.Shards > 1 {
+		var err error
+		kt, err = kt.Shard(keys.ShardOf(id, spec.Shards))
+		require.NoError(t, err)
+	}
+	k, err := kt.Row(id)
 	require.NoError(t, err)
 	return k
 }

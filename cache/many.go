@@ -6,12 +6,22 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/echocache/echocache/keys"
+)
+
+// The keys package under other names: GetMany's locals are called keys.
+var (
+	keysValidateID = keys.ValidateID
+	keysShardOf    = keys.ShardOf
 )
 
 // GetMany returns the values of ids, keyed by id; ids that do not exist are absent from the
-// map. It reads L1 first, then the rest of the rows with one MGET (their PTTLs pipelined
-// behind it: one round trip; all rows of a table share one slot, so this holds on a
-// cluster), leases what is still missing in one pipeline, loads it with one batch-loader
+// map. It reads L1 first, then the rest of the rows with one MGET (one per shard on a
+// sharded table, pipelined; their PTTLs pipelined behind: one round trip, split per node on a
+// cluster, since all rows of a shard share one slot), leases what is still missing in one
+// pipeline, loads it with one batch-loader
 // call (see [TableOpts].BatchLoad), and writes the outcome with one pipeline. Ids whose rows
 // another filler holds are waited for as Get would. On error it returns what it has, with
 // the error.
@@ -38,15 +48,13 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 	if t.c.isClosed() {
 		return out, ErrClosed
 	}
-	n := len(rest)
-	idStrs, keys, gens := make([]string, n), make([]string, n), make([]gen, n)
+	rk, err := t.rowKeys(rest)
+	if err != nil {
+		return out, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
+	}
+	idStrs, keys := rk.ids, rk.keys
+	gens := make([]gen, len(rest))
 	for i, id := range rest {
-		idStrs[i] = t.ops.format(id)
-		k, err := t.decl.Keys.Row(idStrs[i])
-		if err != nil {
-			return out, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
-		}
-		keys[i] = k
 		gens[i] = t.gens.read(stripeOf(id, t.ops))
 	}
 	if !t.c.brk.allow() {
@@ -56,7 +64,7 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 		return out, t.unavailable(idStrs[0])
 	}
 	sent := t.clk.precise()
-	rows, err := t.readRows(ctx, keys, t.needTTL())
+	rows, err := t.readRows(ctx, keys, rk.groups, t.needTTL())
 	if err != nil {
 		if t.degrades(ctx, err) {
 			return out, t.degradedMany(ctx, rest, out, err)
@@ -64,15 +72,16 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 		return out, err
 	}
 	var absent, unreadable, others []int
+	vals := make([]V, len(rows)) // decoded in place: no allocation per row of ours
 	for i, rr := range rows {
 		if !rr.exists {
 			absent = append(absent, i)
 			continue
 		}
 		r := parseRow(rr.val)
-		if v, err, done := t.fromRow(ctx, rest[i], keys[i], gens[i], r, rr.ttl, sent); done {
+		if err, done := t.fromRowInto(ctx, rest[i], keys[i], gens[i], r, rr.ttl, sent, &vals[i]); done {
 			if err == nil {
-				out[rest[i]] = v
+				out[rest[i]] = vals[i]
 			}
 			continue
 		}
@@ -252,4 +261,51 @@ func (t *Table[K, V]) loadMany(ctx context.Context, rest []K, idStrs []string, h
 	}
 	wg.Wait()
 	return results
+}
+
+// rowKeysOf are the row keys of a batch of ids and their row-key forms, built in one buffer:
+// no allocation per id. groups are the indexes of each shard's ids, nil for a table of one
+// shard.
+type rowKeysOf struct {
+	keys, ids []string
+	groups    [][]int
+}
+
+// rowKeys builds the row keys of ids (validated as Row would).
+func (t *Table[K, V]) rowKeys(ids []K) (rowKeysOf, error) {
+	n := len(ids)
+	rk := rowKeysOf{keys: make([]string, n), ids: make([]string, n)}
+	shards := t.decl.Shards
+	size := 0
+	for _, sh := range shards {
+		size = max(size, len(sh.RowPrefix()))
+	}
+	buf := make([]byte, 0, n*(size+20))
+	var ns int
+	if len(shards) > 1 {
+		ns = len(shards)
+		rk.groups = make([][]int, ns)
+	}
+	for i, id := range ids {
+		// The id is appended first, to learn its shard, then the key is the shard's prefix
+		// and the id again; strings over the buffer stay valid however it grows, since
+		// append never writes over bytes already handed out.
+		start := len(buf)
+		buf = t.ops.append(buf, id)
+		idStr := unsafe.String(unsafe.SliceData(buf[start:]), len(buf)-start)
+		if err := keysValidateID(idStr); err != nil {
+			return rk, err
+		}
+		shard := 0
+		if ns > 0 {
+			shard = keysShardOf(idStr, ns)
+			rk.groups[shard] = append(rk.groups[shard], i)
+		}
+		kstart := len(buf)
+		buf = append(buf, shards[shard].RowPrefix()...)
+		buf = append(buf, idStr...)
+		rk.keys[i] = unsafe.String(unsafe.SliceData(buf[kstart:]), len(buf)-kstart)
+		rk.ids[i] = idStr
+	}
+	return rk, nil
 }

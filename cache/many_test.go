@@ -16,6 +16,7 @@ import (
 
 	"github.com/echocache/echocache/cache"
 	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/tables"
 )
 
@@ -80,14 +81,18 @@ func ids(from, to int) []string {
 func TestGetMany(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name  string
-		setup func(t *testing.T) (valkey.Client, func(key string) *valkeytest.Server)
+		name   string
+		shards int
+		setup  func(t *testing.T) (valkey.Client, func(key string) *valkeytest.Server)
 	}{
-		{"standalone", func(t *testing.T) (valkey.Client, func(string) *valkeytest.Server) {
+		{"standalone", 1, func(t *testing.T) (valkey.Client, func(string) *valkeytest.Server) {
 			srv := valkeytest.Start(t, valkeytest.WithoutPersistence()) // its own server: exact counts
 			return srv.Client(t), func(string) *valkeytest.Server { return srv }
 		}},
-		{"cluster", func(t *testing.T) (valkey.Client, func(string) *valkeytest.Server) {
+		{"cluster", 1, func(t *testing.T) (valkey.Client, func(string) *valkeytest.Server) {
+			return valkeytest.SharedCluster(t).Client(t), nil
+		}},
+		{"cluster-8-shards", 8, func(t *testing.T) (valkey.Client, func(string) *valkeytest.Server) {
 			return valkeytest.SharedCluster(t).Client(t), nil
 		}},
 	} {
@@ -105,7 +110,7 @@ func TestGetMany(t *testing.T) {
 			c, err := cache.New(client, cache.Config{StatsInterval: -1})
 			require.NoError(t, err)
 			t.Cleanup(c.Close)
-			tbl, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t)}, single.load,
+			tbl, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: tableName(t), Shards: tc.shards}, single.load,
 				&cache.TableOpts[string, user]{BatchLoad: batch.load})
 			require.NoError(t, err)
 			mgetCalls := func() int {
@@ -145,7 +150,7 @@ func TestGetMany(t *testing.T) {
 				require.Equal(t, mgets+1, mgetCalls(), "one MGET on the server")
 			}
 			trips, n := client.tripsWith("MGET")
-			require.Equal(t, [2]int{1, 1}, [2]int{trips, n}, "one MGET round trip")
+			require.Equal(t, [2]int{1, shardsOf(ids(30, 100), tc.shards)}, [2]int{trips, n}, "one MGET per shard, in one round trip")
 			trips, n = client.tripsWith("SET")
 			require.Equal(t, [2]int{1, 40}, [2]int{trips, n}, "the 40 leases in one pipeline")
 			trips, n = client.tripsWith("EVALSHA")
@@ -227,4 +232,13 @@ func TestGetManyEdges(t *testing.T) {
 			require.Equal(t, int64(1), tbl.Stats().LoadErrors)
 		})
 	})
+}
+
+// shardsOf counts the shards of n that hold ids.
+func shardsOf(ids []string, n int) int {
+	seen := map[int]bool{}
+	for _, id := range ids {
+		seen[keys.ShardOf(id, n)] = true
+	}
+	return len(seen)
 }

@@ -98,21 +98,28 @@ func (t *Table[K, V]) retryPending(ctx context.Context) error {
 	defer t.writeMu.Unlock()
 	ids, all := t.pending.take()
 	if all {
-		if err := t.c.flushTable(ctx, t.coherenceKeys()); err != nil {
+		if err := t.flushShards(ctx); err != nil {
 			t.pending.addAll()
 			return fmt.Errorf("cache: table %s: retrying a whole-table invalidation: %w", t.spec.Name, err)
 		}
-		t.cs.sent.Add(1)
 		t.c.log.Info("cache: a whole-table invalidation owed (since an outage, or a record that went back in time) was sent", "table", t.spec.Name)
 		return nil
 	}
-	for start := 0; start < len(ids); start += invalidateBatch {
-		batch := ids[start:min(start+invalidateBatch, len(ids))]
-		if err := t.c.invalidateRows(ctx, t.coherenceKeys(), batch); err != nil {
-			t.pending.add(ids[start:]...)
-			return fmt.Errorf("cache: table %s: retrying %d invalidations: %w", t.spec.Name, len(ids)-start, err)
+	groups := t.byShard(ids)
+	for shard, strs := range groups {
+		tk := coherenceKeys(t.decl.Shards[shard])
+		for start := 0; start < len(strs); start += invalidateBatch {
+			batch := strs[start:min(start+invalidateBatch, len(strs))]
+			if err := t.c.invalidateRows(ctx, tk, batch); err != nil {
+				left := strs[start:]
+				for _, rest := range groups[shard+1:] {
+					left = append(left, rest...)
+				}
+				t.pending.add(left...)
+				return fmt.Errorf("cache: table %s: retrying %d invalidations: %w", t.spec.Name, len(left), err)
+			}
+			t.cs.sent.Add(1)
 		}
-		t.cs.sent.Add(1)
 	}
 	if len(ids) > 0 {
 		t.c.log.Info("cache: invalidations refused during an outage were sent", "table", t.spec.Name, "ids", len(ids))

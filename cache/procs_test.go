@@ -31,6 +31,7 @@ const (
 	envTable   = "ECHOCACHE_TEST_TABLE"
 	envMode    = "ECHOCACHE_TEST_MODE" // "once": loads take 300 ms; "kill": the first load hangs
 	envWorkers = "ECHOCACHE_TEST_WORKERS"
+	envShards  = "ECHOCACHE_TEST_SHARDS" // the table's tables.Spec.Shards
 )
 
 // helperKeys are the helper's own keys (a test prefix, not the cache's): a counter of loader

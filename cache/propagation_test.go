@@ -52,7 +52,8 @@ func runPropagateHelper() error {
 			out <- fmt.Sprintf("DROP %s %d %d", id, at, v)
 		}
 	})
-	tbl, err = cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: table, DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return -2, nil }, nil)
+	shards, _ := strconv.Atoi(os.Getenv(envShards))
+	tbl, err = cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: table, DegradedLoads: tables.Off, Shards: shards}, func(context.Context, string) (int, error) { return -2, nil }, nil)
 	if err != nil {
 		return err
 	}
@@ -88,30 +89,36 @@ func TestPropagation(t *testing.T) {
 		t.Skip("starts a child process")
 	}
 	t.Parallel()
+	cluster := func(t *testing.T) []string { return valkeytest.SharedCluster(t).Addrs() }
+	clusterClient := func(t *testing.T) valkey.Client { return valkeytest.SharedCluster(t).Client(t) }
 	for _, tg := range []struct {
-		name  string
-		addrs func(t *testing.T) []string
-		cl    func(t *testing.T) valkey.Client
+		name   string
+		shards int
+		addrs  func(t *testing.T) []string
+		cl     func(t *testing.T) valkey.Client
 	}{
-		{"standalone", func(t *testing.T) []string { return []string{valkeytest.Shared(t).Addr} }, func(t *testing.T) valkey.Client { return valkeytest.Shared(t).Client(t) }},
-		{"cluster", func(t *testing.T) []string { return valkeytest.SharedCluster(t).Addrs() }, func(t *testing.T) valkey.Client { return valkeytest.SharedCluster(t).Client(t) }},
+		{"standalone", 1, func(t *testing.T) []string { return []string{valkeytest.Shared(t).Addr} }, func(t *testing.T) valkey.Client { return valkeytest.Shared(t).Client(t) }},
+		{"cluster", 1, cluster, clusterClient},
+		{"cluster-8-shards", 8, cluster, clusterClient},
 	} {
 		t.Run(tg.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			table := tableName(t)
 			client := tg.cl(t)
-			ch := startChild(t, []string{envHelper + "=propagate", envAddrs + "=" + strings.Join(tg.addrs(t), ","), envTable + "=" + table})
+			ch := startChild(t, []string{envHelper + "=propagate", envAddrs + "=" + strings.Join(tg.addrs(t), ","), envTable + "=" + table,
+				envShards + "=" + strconv.Itoa(tg.shards)})
 			ch.expect(t, "READY", 60*time.Second)
 			c := newCache(t, client)
-			tbl, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: table, DegradedLoads: tables.Off}, func(context.Context, string) (int, error) { return -2, nil }, nil)
+			tbl, err := cache.NewTable(c, tables.Spec{L2Timeout: relaxedL2, Name: table, DegradedLoads: tables.Off, Shards: tg.shards}, func(context.Context, string) (int, error) { return -2, nil }, nil)
 			require.NoError(t, err)
 			const writes = 1000
 			var ours, raw []time.Duration
 			for i := range writes {
+				id := "p" + strconv.Itoa(i%16) // 16 ids: over a sharded table's shards
 				start := time.Now()
-				require.NoError(t, tbl.Set(ctx, "p", i))
-				line := ch.expect(t, "DROP p ", 30*time.Second)
+				require.NoError(t, tbl.Set(ctx, id, i))
+				line := ch.expect(t, "DROP "+id+" ", 30*time.Second)
 				f := strings.Fields(line)
 				at, _ := strconv.ParseInt(f[2], 10, 64)
 				v, _ := strconv.Atoi(f[3])

@@ -48,8 +48,8 @@ func (co *coherence) run() {
 func (co *coherence) all() []*tableState {
 	co.mu.Lock()
 	defer co.mu.Unlock()
-	which := make([]*tableState, 0, len(co.byName))
-	for _, ts := range co.byName {
+	which := make([]*tableState, 0, len(co.byRecord))
+	for _, ts := range co.byRecord {
 		which = append(which, ts)
 	}
 	clear(co.pending)
@@ -90,17 +90,18 @@ func (co *coherence) reconcile(tss []*tableState) {
 	// record is settled below (flushed if it moved while nothing could be confirmed).
 	// Invalidations refused during an outage go first, before reads return to L2: their
 	// rows may hold values the database no longer has.
-	for _, ts := range synced {
-		if ts.core.pendingCount() != 0 {
-			if err := ts.core.retryPending(ctx); err != nil {
-				co.c.log.Warn("cache: reconcile: sending pending invalidations failed", "table", ts.name, "err", err)
+	groups := groupsOf(synced)
+	for _, g := range groups {
+		if core := g.shards[0].core; core.pendingCount() != 0 {
+			if err := core.retryPending(ctx); err != nil {
+				co.c.log.Warn("cache: reconcile: sending pending invalidations failed", "table", g.name, "err", err)
 			}
 		}
 	}
 	co.c.brk.close()
 	defer func() {
-		for _, ts := range synced {
-			ts.leaveDegraded(co.c.log)
+		for _, g := range groups {
+			g.leaveDegraded(co.c.log)
 		}
 	}()
 	var moved []int
@@ -123,4 +124,17 @@ func (co *coherence) reconcile(tss []*tableState) {
 	for _, i := range moved {
 		synced[i].verify(recs[i], before[i])
 	}
+}
+
+// groupsOf is the tables the shards of tss belong to, each once.
+func groupsOf(tss []*tableState) []*tableGroup {
+	var out []*tableGroup
+	seen := make(map[*tableGroup]bool, len(tss))
+	for _, ts := range tss {
+		if !seen[ts.group] {
+			seen[ts.group] = true
+			out = append(out, ts.group)
+		}
+	}
+	return out
 }

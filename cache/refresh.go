@@ -109,7 +109,7 @@ func (t *Table[K, V]) refresh(id K, idStr, version string) {
 			t.c.log.Error("cache: early refresh panicked", "table", t.spec.Name, "id", idStr, "panic", p, "stack", string(debug.Stack()))
 		}
 	}()
-	key, err := t.decl.Keys.Row(idStr)
+	key, err := t.decl.KeysFor(idStr).Row(idStr)
 	if err != nil {
 		return
 	}

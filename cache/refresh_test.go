@@ -148,4 +148,4 @@ func TestEarlyRefresh(t *testing.T) {
 // nameOnly adapts a table name to rowKey.
 type nameOnly string
 
-func (n nameOnly) Name() string { return string(n) }
+func (n nameOnly) Spec() tables.Spec { return tables.Spec{Name: string(n)} }

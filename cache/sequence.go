@@ -125,6 +125,7 @@ func (ts *tableState) onMessage(m inval) {
 	ts.received.Add(1)
 	if d := time.Now().UnixMicro() - m.at; m.at > 0 {
 		ns := max(d, 0) * int64(time.Microsecond)
+		ts.delays.record(time.Duration(ns))
 		ts.delayN.Add(1)
 		ts.delaySum.Add(ns)
 		for {
@@ -184,7 +185,9 @@ func (ts *tableState) onMessage(m inval) {
 		ts.flush()
 		return
 	}
-	if len(m.ids) > 0 {
+	// This process's own write: its writer dropped the ids from L1 after the script ran
+	// (which refuses any install begun before), so applying them again only costs.
+	if len(m.ids) > 0 && !strings.HasPrefix(m.token, ts.own) {
 		ts.core.dropIDs(m.ids)
 	}
 }

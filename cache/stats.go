@@ -87,6 +87,13 @@ type Stats struct {
 	PropagationCount int64
 	PropagationTotal time.Duration
 	PropagationMax   time.Duration
+	// PropagationP50 and PropagationP99 are the median and the 99th percentile of the same
+	// delays, read from PropagationHistogram (so rounded up to its bucket's top, within 13%);
+	// PropagationHistogram lists its non-empty buckets, shortest first, for an exporter.
+	// Every message received counts, this process's own writes included.
+	PropagationP50       time.Duration
+	PropagationP99       time.Duration
+	PropagationHistogram []HistogramBucket
 }
 
 // Stats returns the table's counters.

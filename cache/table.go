@@ -27,8 +27,17 @@ type TableOpts[K ID, V any] struct {
 	// BatchLoad serves GetMany's misses in one call. Default: GetMany calls the table's
 	// Loader for each missing id, up to DefaultLoadConcurrency at a time.
 	BatchLoad BatchLoader[K, V]
-	// Codec encodes values for L2. Default: JSON[V].
+	// Codec encodes values for L2. Default: JSON[V]; Msgpack[V] makes smaller rows and
+	// allocates less per decode.
 	Codec Codec[V]
+	// CompressAbove compresses payloads of at least this many bytes (as the codec wrote
+	// them) with DEFLATE (compress/flate, BestSpeed) before they go to L2, and inflates them
+	// on reads: for large values, where bytes on the wire and in Valkey's memory cost more
+	// than the CPU. Every payload of such a table opens with one byte telling plain from
+	// compressed, so turning it on (or off) for a table makes its existing rows unreadable:
+	// they are counted in Stats.CorruptRows and refilled. Default 0: off (payloads are the
+	// codec's bytes as they are).
+	CompressAbove int
 	// Version makes the table's writes versioned: it reads a value's version, a number that
 	// grows with every change of the value in the source of truth (a revision, an updated_at
 	// in ms or µs). Set and fills then write versioned rows, and a Set whose value is older
@@ -74,9 +83,14 @@ type Table[K ID, V any] struct {
 	refreshMu  sync.Mutex
 	refreshing map[string]int64 // id -> do not start another refresh before this time
 
+	// leases taken by reads of this process and not yet loaded under, by id: the fill of
+	// the id takes one over when it meets it (see fill.go).
+	leaseMu sync.Mutex
+	leases  map[string]string
+
 	l1Mu sync.Mutex // serializes flushes
 
-	cs *tableState // coherence: set once at declaration
+	cs *tableGroup // coherence, per shard: set once at declaration
 
 	pending pendingInvals // invalidations that did not reach Valkey, sent when it answers
 	writeMu sync.RWMutex  // writes share it; a retry of pending invalidations holds it alone
@@ -129,11 +143,18 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 		load:       load,
 		codec:      JSON[V]{},
 		refreshing: make(map[string]int64),
+		leases:     make(map[string]string),
 	}
 	if opts != nil {
 		t.batch = opts.BatchLoad
 		if opts.Codec != nil {
 			t.codec = opts.Codec
+		}
+		switch {
+		case opts.CompressAbove < 0:
+			return nil, fmt.Errorf("%w: NewTable %s: TableOpts.CompressAbove is %d; a size in bytes, or 0 for off", ErrInvalid, spec.Name, opts.CompressAbove)
+		case opts.CompressAbove > 0:
+			t.codec = compressed[V]{inner: t.codec, above: opts.CompressAbove}
 		}
 		t.version = opts.Version
 	}
@@ -266,7 +287,7 @@ func (t *Table[K, V]) l1Lookup(id K) (*entry[V], bool) {
 func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	var zero V
 	idStr := t.ops.format(id)
-	key, err := t.decl.Keys.Row(idStr)
+	key, err := t.decl.KeysFor(idStr).Row(idStr)
 	if err != nil {
 		return zero, TierNone, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
 	}
@@ -281,8 +302,16 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	}
 	g := t.gens.read(stripeOf(id, t.ops))
 	sent := t.clk.precise()
-	val, exists, ttl, err := t.readRow(ctx, key, t.needTTL())
+	// The read takes the fill lease where no row is (SET NX GET): a cold miss reads and
+	// leases in one round trip; a row that is there is read as by GET, and nothing written.
+	token := newToken()
+	val, exists, acquired, ttl, err := t.readOrLease(ctx, key, token, t.needTTL())
 	if err != nil {
+		if unreachable(err) {
+			// The read may have taken the lease before its reply was lost: give it back once
+			// Valkey answers, so no process waits it out.
+			t.releaseLater(key, token)
+		}
 		if t.degrades(ctx, err) {
 			return t.degradedGet(ctx, id, idStr, err)
 		}
@@ -293,9 +322,14 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 			return v, TierL2, err
 		}
 	}
-	// The fill starts from this read (no row, a lease, bytes to reclaim): g was read before
-	// it, so an invalidation since then refuses the fill's install as it would this one's.
+	// The fill starts from this read (the lease it took, another filler's lease, bytes to
+	// reclaim): g was read before it, so an invalidation since then refuses the fill's
+	// install as it would this one's.
 	rd := fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, readAt: sent}
+	if acquired {
+		rd.leased = token
+		t.offer(idStr, token)
+	}
 	v, err := t.fill(ctx, id, idStr, key, rd)
 	if err != nil && t.degrades(ctx, err) {
 		return t.degradedGet(ctx, id, idStr, err)
@@ -312,23 +346,31 @@ func (t *Table[K, V]) needTTL() bool { return t.spec.L1Enabled() }
 // or a not-found is installed in L1 (through install) and returned with done set. Anything
 // else (no row, a lease, bytes that do not decode) is left to the fill, done unset.
 func (t *Table[K, V]) fromRow(ctx context.Context, id K, key string, g gen, r row, ttl pttl, sent int64) (v V, err error, done bool) {
+	err, done = t.fromRowInto(ctx, id, key, g, r, ttl, sent, &v)
+	return v, err, done
+}
+
+// fromRowInto is fromRow decoding into *dst, so that a batch decodes into one slice with no
+// allocation of its own per row.
+func (t *Table[K, V]) fromRowInto(ctx context.Context, id K, key string, g gen, r row, ttl pttl, sent int64, dst *V) (err error, done bool) {
 	switch r.kind {
 	case rowValue:
-		if err := decode(t.codec, r.payload, &v); err != nil {
-			return v, nil, false // the fill counts it as corrupt and replaces it
+		if err := decode(t.codec, r.payload, dst); err != nil {
+			return nil, false // the fill counts it as corrupt and replaces it
 		}
 		t.st.l2Hits.Add(1)
 		if ttl != pttlGone && ttl != pttlUnread {
-			t.install(id, g, t.newEntry(v, false, sent, ttl, r.delta, r.version))
+			t.install(id, g, t.newEntry(*dst, false, sent, ttl, r.delta, r.version))
 		}
 		t.maybeRefreshFromRow(ctx, id, key, r, ttl, sent)
-		return v, nil, true
+		return nil, true
 	case rowNotFound:
 		t.st.l2Hits.Add(1)
 		if ttl != pttlGone && ttl != pttlUnread {
-			t.install(id, g, t.newEntry(v, true, sent, ttl, r.delta, ""))
+			var zero V
+			t.install(id, g, t.newEntry(zero, true, sent, ttl, r.delta, ""))
 		}
-		return v, ErrNotFound, true
+		return ErrNotFound, true
 	}
-	return v, nil, false
+	return nil, false
 }

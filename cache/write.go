@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/echocache/echocache/keys"
 )
 
 // Set writes v as id's value through to L2 and invalidates id in every process's L1: one
 // script (cache_set) writes the row (with the table's TTL and jitter), bumps the table's
-// sequence and publishes the invalidation, all on the table's slot. A fill of id in flight
+// sequence and publishes the invalidation, all on the table's slot (on a sharded table, the
+// slot of id's shard, whose own sequence and channel it uses). A fill of id in flight
 // anywhere loses its lease, so the value it loaded never lands in L2. This process's L1
 // entry is dropped before Set returns, whatever the outcome, so the next Get here reads the
 // row (read-your-own-writes). On error the write may or may not have happened; when Valkey
@@ -32,11 +35,13 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 		return ErrClosed
 	}
 	idStr := t.ops.format(id)
-	if _, err := t.decl.Keys.Row(idStr); err != nil {
+	shard := t.decl.KeysFor(idStr)
+	if _, err := shard.Row(idStr); err != nil {
 		return fmt.Errorf("cache: table %s: Set: %w", t.spec.Name, err)
 	}
 	px := t.jitter(t.spec.TTL)
-	vrow, err := t.valueRowOf(v, idStr, newToken(), 0, px)
+	token := t.c.writeToken()
+	vrow, err := t.valueRowOf(v, idStr, token, 0, px)
 	if err != nil {
 		return fmt.Errorf("cache: Set: %w", err)
 	}
@@ -44,7 +49,7 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 	if !t.c.brk.allow() {
 		err = t.unavailable(idStr)
 	} else {
-		written, err = t.c.setRow(ctx, t.coherenceKeys(), idStr, vrow, px)
+		written, err = t.c.setRow(ctx, coherenceKeys(shard), token, idStr, vrow, px)
 	}
 	t.Forget(id)
 	if err != nil {
@@ -63,8 +68,8 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 }
 
 // Invalidate deletes the rows of ids from L2 and invalidates them in every process's L1:
-// one script (cache_invalidate) per up to 256 ids deletes the rows (and any fill lease on
-// them), bumps the table's sequence and publishes the ids. This process's L1 entries are
+// one script (cache_invalidate) per up to 256 ids (per shard, on a sharded table) deletes the
+// rows (and any fill lease on them), bumps the sequence and publishes the ids. This process's L1 entries are
 // dropped before it returns. Invalidating an id that has no row is not an error. When Valkey
 // cannot be reached, Invalidate returns the error and the table also remembers the ids and
 // sends their invalidation once Valkey answers again, so other processes drop their copies.
@@ -80,24 +85,27 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 	strs := make([]string, len(ids))
 	for i, id := range ids {
 		strs[i] = t.ops.format(id)
-		if _, err := t.decl.Keys.Row(strs[i]); err != nil {
+		if err := keys.ValidateID(strs[i]); err != nil {
 			return fmt.Errorf("cache: table %s: Invalidate: %w", t.spec.Name, err)
 		}
 	}
 	var errs []error
-	for start := 0; start < len(strs); start += invalidateBatch {
-		batch := strs[start:min(start+invalidateBatch, len(strs))]
-		err := t.unavailable(batch[0])
-		if t.c.brk.allow() {
-			err = t.c.invalidateRows(ctx, t.coherenceKeys(), batch)
+	for shard, strs := range t.byShard(strs) {
+		tk := coherenceKeys(t.decl.Shards[shard])
+		for start := 0; start < len(strs); start += invalidateBatch {
+			batch := strs[start:min(start+invalidateBatch, len(strs))]
+			err := t.unavailable(batch[0])
+			if t.c.brk.allow() {
+				err = t.c.invalidateRows(ctx, tk, batch)
+			}
+			if err != nil {
+				t.remember(err, batch...)
+				errs = append(errs, err)
+				continue
+			}
+			t.pending.done(batch...)
+			t.cs.sent.Add(1)
 		}
-		if err != nil {
-			t.remember(err, batch...)
-			errs = append(errs, err)
-			continue
-		}
-		t.pending.done(batch...)
-		t.cs.sent.Add(1)
 	}
 	for _, id := range ids {
 		t.Forget(id)
@@ -109,8 +117,8 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 }
 
 // InvalidateAll invalidates the whole table: every row is deleted from L2 (a SCAN step per
-// script call, so a large table does not block the server), then a new epoch is published,
-// and every process flushes the table's L1 when it sees it. This process's L1 is flushed
+// script call, so a large table does not block the server), then a new epoch is published
+// (per shard, on a sharded table), and every process flushes the table's L1 when it sees it. This process's L1 is flushed
 // before it returns. Rows written while it runs may survive it. One that cannot reach Valkey
 // is retried once Valkey answers again.
 func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
@@ -121,7 +129,7 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 	}
 	err := t.unavailable("*")
 	if t.c.brk.allow() {
-		err = t.c.flushTable(ctx, t.coherenceKeys())
+		err = t.flushShards(ctx)
 	}
 	t.flushL1()
 	if err != nil {
@@ -131,13 +139,41 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 		return fmt.Errorf("cache: table %s: InvalidateAll: %w", t.spec.Name, err)
 	}
 	t.pending.take() // the whole table was invalidated: nothing owed is left
-	t.cs.sent.Add(1)
 	return nil
 }
 
-// coherenceKeys are the table's coherence record and invalidation channel.
-func (t *Table[K, V]) coherenceKeys() tableKeys {
-	return tableKeys{recordKey: t.decl.Keys.Record(), channel: t.decl.Keys.Inval()}
+// flushShards runs cache_flush over every shard of the table, one after the other: each
+// shard's rows are deleted and its epoch replaced, so every process flushes the table's L1.
+// It stops at the first shard that fails (the whole table stays owed).
+func (t *Table[K, V]) flushShards(ctx context.Context) error {
+	for _, sh := range t.decl.Shards {
+		if err := t.c.flushTable(ctx, coherenceKeys(sh)); err != nil {
+			return err
+		}
+		t.cs.sent.Add(1)
+	}
+	return nil
+}
+
+// byShard groups ids (in row-key form) by the shard that holds them, keeping their order:
+// out[i] are shard i's. One shard, one group: the ids as given.
+func (t *Table[K, V]) byShard(ids []string) [][]string {
+	n := len(t.decl.Shards)
+	if n <= 1 {
+		return [][]string{ids}
+	}
+	out := make([][]string, n)
+	for _, id := range ids {
+		i := keys.ShardOf(id, n)
+		out[i] = append(out[i], id)
+	}
+	return out
+}
+
+// coherenceKeys are the coherence record and invalidation channel of a table, or of one of
+// its shards.
+func coherenceKeys(k keys.Table) tableKeys {
+	return tableKeys{recordKey: k.Record(), channel: k.Inval()}
 }
 
 // miss is Get past an L1 miss. A stale-on-error table with a value at hand (an L1 entry

@@ -159,7 +159,7 @@ func TestMutatedScriptsFail(t *testing.T) {
 		{"complete without its token check", "complete",
 			"if row[2] ~= token then return redis.error_reply('EMQSTALE token mismatch') end\n", ""},
 		{"cache_fill without its key check", "cache_fill",
-			"if #KEYS ~= 1 or not name or #name > 64 or #id > 512 or string.find(id, '[%z\\1-\\31\\127]') then",
+			"if #KEYS ~= 1 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or #id > 512 or string.find(id, '[%z\\1-\\31\\127]') then",
 			"if #KEYS ~= 1 then"},
 		{"cache_set reading px with tonumber", "cache_set",
 			"if #px > 15 or not string.match(px, '^[0-9]+$') or tonumber(px) < 1 then",

@@ -126,14 +126,17 @@ func (r *run) refusals(s *script, ks, args []string) {
 			continue
 		}
 		for _, t := range keys.Types() {
-			if t == parsed.Type {
-				continue
+			if t == parsed.Type || len(ks) == 1 && twins(t, parsed.Type) {
+				continue // a script of one row key takes a table's row and a shard's alike
 			}
 			if !strings.Contains(t.Form(), "{") && r.tg.cluster && len(ks) > 1 {
 				continue // a registry has no hash tag: beside other keys, on a cluster, it is another slot
 			}
 			mutated := append([]string(nil), ks...)
 			mutated[i] = fillForm(t.Form(), parsed.Name)
+			if r.tg.cluster && len(ks) > 1 && keys.Slot(mutated[i]) != keys.Slot(ks[i]) {
+				continue // a shard's tag is another slot: a cluster refuses the call before the script
+			}
 			try(fmt.Sprintf("KEYS[%d] = %s", i+1, mutated[i]), "KEYS", mutated, args)
 		}
 	}
@@ -143,13 +146,13 @@ func (r *run) refusals(s *script, ks, args []string) {
 		for _, bad := range []string{strings.Repeat("n", 65), "a b", "a:b", ""} {
 			mutated := make([]string, len(ks))
 			for i, k := range ks {
-				mutated[i] = strings.Replace(k, "{"+name.Name+"}", "{"+bad+"}", 1)
+				mutated[i] = strings.Replace(k, "{"+name.Name, "{"+bad, 1) // a shard's tag keeps its #<shard>
 			}
 			try(fmt.Sprintf("KEYS with the name %q", bad), "KEYS", mutated, args)
 		}
 		for i := 1; i < len(ks); i++ {
 			mutated := append([]string(nil), ks...)
-			mutated[i] = strings.Replace(ks[i], "{"+name.Name+"}", "{"+name.Name+"x}", 1)
+			mutated[i] = strings.Replace(ks[i], "{"+name.Name, "{"+name.Name+"x", 1)
 			try(fmt.Sprintf("KEYS[%d] of another name", i+1), "KEYS", mutated, args)
 		}
 	}
@@ -181,6 +184,13 @@ func (r *run) refusals(s *script, ks, args []string) {
 		}
 	}
 	unchanged()
+}
+
+// twins reports whether a and b are the same key type of a table and of a table's shard
+// (FORMAT shards): the cache scripts take either.
+func twins(a, b keys.Type) bool {
+	pair := map[keys.Type]keys.Type{keys.Row: keys.ShardRow, keys.Record: keys.ShardRecord, keys.Inval: keys.ShardInval}
+	return pair[a] == b || pair[b] == a
 }
 
 // isErr reads an error reply's text.

@@ -814,8 +814,8 @@ func equalStrings(a, b []string) bool {
 	return true
 }
 
-// scan is every key under the vector's hash tags, sorted: SCAN MATCH *{<name>}* on every
-// primary.
+// scan is every key under the vector's hash tags, sorted: SCAN MATCH *{<name>}* and, for the
+// shards of a cache table, *{<name>#*}* on every primary.
 func (r *run) scan() []string {
 	nodes, err := r.tg.nodes(r.ctx)
 	if err != nil {
@@ -825,16 +825,18 @@ func (r *run) scan() []string {
 	var out []string
 	for _, name := range r.names {
 		for _, n := range nodes {
-			var cursor uint64
-			for {
-				e, err := n.Do(r.ctx, n.B().Scan().Cursor(cursor).Match("*{"+name+"}*").Count(1000).Build()).AsScanEntry()
-				if err != nil {
-					r.fail("SCAN: %v", err)
-					return nil
-				}
-				out = append(out, e.Elements...)
-				if cursor = e.Cursor; cursor == 0 {
-					break
+			for _, pattern := range []string{"*{" + name + "}*", "*{" + name + "#*}*"} {
+				var cursor uint64
+				for {
+					e, err := n.Do(r.ctx, n.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+					if err != nil {
+						r.fail("SCAN: %v", err)
+						return nil
+					}
+					out = append(out, e.Elements...)
+					if cursor = e.Cursor; cursor == 0 {
+						break
+					}
 				}
 			}
 		}

@@ -2,10 +2,12 @@ package keys
 
 import "fmt"
 
-// Table builds the keys of one cache table. Its name was validated once by [NewTable], so
-// every builder is a concatenation. The zero Table is not usable: its builders panic.
+// Table builds the keys of one cache table, or of one shard of a sharded table (see
+// [Table.Shard]). Its name was validated once by [NewTable], so every builder is a
+// concatenation. The zero Table is not usable: its builders panic.
 type Table struct {
 	name, rowPrefix, record, inval string
+	shard                          int // -1 for the table itself, else the shard's index
 }
 
 // NewTable validates name and returns the table's key builder.
@@ -18,8 +20,35 @@ func NewTable(name string) (Table, error) {
 		rowPrefix: cachePrefix + "{" + name + "}:",
 		record:    cachePrefix + "{" + name + "}",
 		inval:     busPrefix + "{" + name + "}:" + suffix[Inval],
+		shard:     -1,
 	}, nil
 }
+
+// Shard builds the keys of shard i of the table, for a table spread over shards: its rows
+// ecc:{<table>#<i>}:<id>, its coherence record ecc:{<table>#<i>} and its invalidation channel
+// emq:{<table>#<i>}:inval, all under the hash tag {<table>#<i>}, so each shard lands in a slot
+// of its own and every script over one shard stays single-slot. "#" is no name byte: no
+// other table's key can spell a shard's. i is in [0, MaxShards); place a row with [ShardOf].
+func (t Table) Shard(i int) (Table, error) {
+	t.must()
+	if t.shard >= 0 {
+		return Table{}, fmt.Errorf("%w table %s: shard %d of a shard", ErrInvalid, t.name, i)
+	}
+	if i < 0 || i >= MaxShards {
+		return Table{}, fmt.Errorf("%w table %s: shard %d; a shard is in [0, %d]", ErrInvalid, t.name, i, MaxShards-1)
+	}
+	tag := shardTag(t.name, i)
+	return Table{
+		name:      t.name,
+		rowPrefix: cachePrefix + "{" + tag + "}:",
+		record:    cachePrefix + "{" + tag + "}",
+		inval:     busPrefix + "{" + tag + "}:" + suffix[Inval],
+		shard:     i,
+	}, nil
+}
+
+// ShardIndex is the shard this builder is for, and false for the table itself.
+func (t Table) ShardIndex() (int, bool) { return t.must().shard, t.shard >= 0 }
 
 // MustTable is [NewTable] that panics on an invalid name, for names fixed in code.
 func MustTable(name string) Table {
@@ -33,7 +62,7 @@ func MustTable(name string) Table {
 // Name is the table's name.
 func (t Table) Name() string { return t.must().name }
 
-// Row is the L2 row ecc:{<table>}:<id>.
+// Row is the L2 row ecc:{<table>}:<id> (ecc:{<table>#<shard>}:<id> for a shard).
 func (t Table) Row(id string) (string, error) {
 	if err := ValidateID(id); err != nil {
 		return "", fmt.Errorf("table %s row: %w", t.must().name, err)
@@ -41,14 +70,17 @@ func (t Table) Row(id string) (string, error) {
 	return t.rowPrefix + id, nil
 }
 
-// RowPrefix is ecc:{<table>}: — what every row key of the table starts with.
+// RowPrefix is ecc:{<table>}: (or ecc:{<table>#<shard>}:) — what every row key of the table
+// (or shard) starts with.
 func (t Table) RowPrefix() string { return t.must().rowPrefix }
 
-// Record is the table's coherence record ecc:{<table>} (hash: epoch, seq).
+// Record is the table's coherence record ecc:{<table>} (hash: epoch, seq, last), or the
+// shard's ecc:{<table>#<shard>}.
 func (t Table) Record() string { return t.must().record }
 
-// Inval is the table's invalidation channel emq:{<table>}:inval. It shares the table's hash
-// tag, so a script on the table's slot may publish on it.
+// Inval is the table's invalidation channel emq:{<table>}:inval, or the shard's
+// emq:{<table>#<shard>}:inval. It shares the hash tag of the rows and the record, so a script
+// on their slot may publish on it.
 func (t Table) Inval() string { return t.must().inval }
 
 func (t Table) must() Table {

@@ -28,6 +28,18 @@
 // slot, written with ZADD NX by clients (never by a script), so a tool lists every queue or
 // table with one ZRANGE on any deployment.
 //
+// A cache table spread over N shards (tables.Spec.Shards) has one hash tag per shard,
+// {<table>#<shard>}, and the same three keys under each; the row of id lives in shard
+// [ShardOf](id, N), so the table's rows spread over N slots while every script still runs on
+// one:
+//
+//	ecc:{<table>#<shard>}:<id>        a row, in its shard              (Table.Shard, then Row)
+//	ecc:{<table>#<shard>}             the shard's coherence record     (Record)
+//	emq:{<table>#<shard>}:inval       the shard's invalidation channel (Inval)
+//
+// "#" is no name byte, so no table's name can spell a shard's tag, and a shard's rows never
+// match another table's (or another shard's) row prefix.
+//
 // The two channels are shard channels: published with SPUBLISH (by a script, from the slot of
 // the table's keys, for the invalidations) and received with SSUBSCRIBE. [Types], with each
 // type's [Type.Form], [Type.Value] and [Type.Doc], is the same table as data: PROTOCOL.md at the

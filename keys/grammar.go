@@ -33,7 +33,14 @@ var grammar = [...]struct{ form, value, doc string }{
 	Tables:     {"ecc:tables", "zset", "the table registry, outside any hash tag: every cache table name declared, scored by the unix ms it was first declared; added with ZADD NX by clients, never by a script"},
 	Workers:    {"emq:{<q>}:workers", "hash", "the queue's workers' published stats: field the worker's id, value its snapshot (FORMAT report, FORMAT workerstats); stale fields pruned by workers_report, the key expires when no worker reports"},
 	TableStats: {"ecc:{<table>}#stats", "hash", "the table's caches' published stats: field the cache's id, value its snapshot (FORMAT report, FORMAT tablestats); stale fields pruned by cache_stats_report, the key expires when no cache reports"},
+
+	ShardRow:    {"ecc:{<table>#<shard>}:<id>", "string", "the L2 row of a table spread over N shards, in the shard of its id: <shard> is CRC16-XMODEM of <id> mod N (" + ShardRule + "); the row format is a row's"},
+	ShardRecord: {"ecc:{<table>#<shard>}", "hash", "a shard's coherence record, as a table's: fields epoch, seq and last; each shard keeps its own sequence"},
+	ShardInval:  {"emq:{<table>#<shard>}:inval", "channel", "a shard's invalidation channel, a shard channel (SPUBLISH, SSUBSCRIBE), carrying the invalidations of the shard's rows"},
 }
+
+// ShardRule states the rule of a shard index, as [Table.Shard] and [Parse] apply it.
+const ShardRule = "a decimal in [0, 255] without leading zeros"
 
 // Types lists every type of the grammar, in declaration order.
 func Types() []Type {
@@ -47,9 +54,9 @@ func Types() []Type {
 }
 
 // Form is the type's key in grammar form, with placeholders for the variable parts: <table>,
-// <q> or <topic> for the name in the hash tag, <id>, <JOB id>, <key> or <name> (a schedule's
-// name) for the id. The registries' forms (emq:queues, ecc:tables) have no placeholder and no
-// hash tag.
+// <q> or <topic> for the name in the hash tag, <shard> for a shard's index, <id>, <JOB id>,
+// <key> or <name> (a schedule's name) for the id. The registries' forms (emq:queues,
+// ecc:tables) have no placeholder and no hash tag.
 // It is "" for an invalid Type.
 func (t Type) Form() string { return t.entry().form }
 

@@ -3,6 +3,7 @@ package keys
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -18,6 +19,9 @@ const (
 	MaxNameLen = 64
 	// MaxIDLen is the longest row id or idempotency key, in bytes.
 	MaxIDLen = 512
+	// MaxShards is the most shards a cache table may spread over: shard indexes run from 0
+	// to MaxShards-1.
+	MaxShards = 256
 )
 
 // ErrInvalid is wrapped by every error this package returns for a name, id or key that the
@@ -71,8 +75,17 @@ const (
 	Workers    // emq:{<q>}:workers        hash: the workers' published stats, by worker id
 	TableStats // ecc:{<table>}#stats      hash: the caches' published stats of a table, by cache id
 
-	lastType = TableStats // the last type of the grammar: Parse tries every type up to it
+	// The types of a sharded cache table: one hash tag per shard, {<table>#<shard>}, where
+	// "#" is no name byte, so no other table's keys can take that form.
+	ShardRow    // ecc:{<table>#<shard>}:<id>   string: the L2 row, in its shard
+	ShardRecord // ecc:{<table>#<shard>}        hash: the shard's coherence record
+	ShardInval  // emq:{<table>#<shard>}:inval  channel: the shard's invalidations
+
+	lastType = ShardInval // the last type of the grammar: Parse tries every type up to it
 )
+
+// shardSep separates a sharded table's name from its shard index in the hash tag.
+const shardSep = '#'
 
 // suffix is each bus type's spelling after "emq:{<name>}:". Job and Unique carry an id after it.
 var suffix = [...]string{
@@ -110,6 +123,12 @@ func (t Type) String() string {
 		return "tables"
 	case TableStats:
 		return "stats"
+	case ShardRow:
+		return "shard-row"
+	case ShardRecord:
+		return "shard-record"
+	case ShardInval:
+		return "shard-inval"
 	}
 	if int(t) < len(suffix) && suffix[t] != "" {
 		return suffix[t]
@@ -117,23 +136,37 @@ func (t Type) String() string {
 	return fmt.Sprintf("Type(%d)", uint8(t))
 }
 
-// Key is a parsed key or channel: its role, the name in its hash tag, its type, and the id
-// for the types that carry one (Row, Job, Unique, and Periodic, whose id is the schedule's
-// name). The two registries (Queues, Tables) have no hash tag: their Name is "".
+// Key is a parsed key or channel: its role, the name in its hash tag, its type, the id for
+// the types that carry one (Row, ShardRow, Job, Unique, and Periodic, whose id is the
+// schedule's name), and the shard index for the shard types (0 for every other type). The
+// two registries (Queues, Tables) have no hash tag: their Name is "".
 type Key struct {
-	Role Role
-	Name string
-	Type Type
-	ID   string
+	Role  Role
+	Name  string
+	Type  Type
+	ID    string
+	Shard int
+}
+
+// Tag is what the key's hash tag holds: the name, or for the shard types
+// "<name>#<shard>". Its cluster slot is the key's.
+func (k Key) Tag() string {
+	switch k.Type {
+	case ShardRow, ShardRecord, ShardInval:
+		return shardTag(k.Name, k.Shard)
+	}
+	return k.Name
 }
 
 // String builds the key's text. It is the inverse of [Parse] for every valid Key.
 func (k Key) String() string {
 	switch k.Type {
-	case Row:
-		return cachePrefix + "{" + k.Name + "}:" + k.ID
-	case Record:
-		return cachePrefix + "{" + k.Name + "}"
+	case Row, ShardRow:
+		return cachePrefix + "{" + k.Tag() + "}:" + k.ID
+	case Record, ShardRecord:
+		return cachePrefix + "{" + k.Tag() + "}"
+	case ShardInval:
+		return busPrefix + "{" + k.Tag() + "}:" + suffix[Inval]
 	case TableStats:
 		return cachePrefix + "{" + k.Name + "}" + tableStatsSuffix
 	case Queues:
@@ -213,6 +246,14 @@ func Parse(s string) (Key, error) {
 		return Key{}, fmt.Errorf("%w key %q: unclosed hash tag", ErrInvalid, clip(s))
 	}
 	k.Name, rest = rest[1:end], rest[end+1:]
+	sharded := false
+	if i := strings.IndexByte(k.Name, shardSep); i >= 0 {
+		n, err := parseShard(k.Name[i+1:])
+		if err != nil {
+			return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
+		}
+		k.Name, k.Shard, sharded = k.Name[:i], n, true
+	}
 	if err := ValidateName(k.Name); err != nil {
 		return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
 	}
@@ -220,14 +261,20 @@ func Parse(s string) (Key, error) {
 		switch {
 		case rest == "":
 			k.Type = Record
+			if sharded {
+				k.Type = ShardRecord
+			}
 			return k, nil
-		case rest == tableStatsSuffix:
+		case rest == tableStatsSuffix && !sharded:
 			k.Type = TableStats
 			return k, nil
 		case rest[0] != ':':
 			return Key{}, fmt.Errorf("%w key %q: the hash tag must be followed by :<id>, %s or nothing", ErrInvalid, clip(s), tableStatsSuffix)
 		}
 		k.Type, k.ID = Row, rest[1:]
+		if sharded {
+			k.Type = ShardRow
+		}
 		if err := ValidateID(k.ID); err != nil {
 			return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
 		}
@@ -237,6 +284,13 @@ func Parse(s string) (Key, error) {
 		return Key{}, fmt.Errorf("%w key %q: the hash tag must be followed by :<type>", ErrInvalid, clip(s))
 	}
 	rest = rest[1:]
+	if sharded {
+		if rest != suffix[Inval] {
+			return Key{}, fmt.Errorf("%w key %q: a shard's hash tag {<table>#<shard>} under emq: takes only :inval", ErrInvalid, clip(s))
+		}
+		k.Type = ShardInval
+		return k, nil
+	}
 	for t := Inval; t <= lastType; t++ {
 		if int(t) >= len(suffix) || suffix[t] == "" {
 			continue // a cache type, or a registry: not spelled after a queue's tag
@@ -269,6 +323,43 @@ func Parse(s string) (Key, error) {
 		}
 	}
 	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics, workers", ErrInvalid, clip(s))
+}
+
+// parseShard reads a shard index: a decimal in [0, MaxShards) without leading zeros, so each
+// shard has exactly one spelling.
+func parseShard(s string) (int, error) {
+	bad := func() (int, error) {
+		return 0, fmt.Errorf("%w shard %q: a shard is a decimal in [0, %d] without leading zeros", ErrInvalid, s, MaxShards-1)
+	}
+	if s == "" || len(s) > 3 || len(s) > 1 && s[0] == '0' {
+		return bad()
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return bad()
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	if n >= MaxShards {
+		return bad()
+	}
+	return n, nil
+}
+
+// shardTag is the hash tag of a table's shard: "<name>#<shard>".
+func shardTag(name string, shard int) string {
+	return name + string(shardSep) + strconv.Itoa(shard)
+}
+
+// ShardOf is the shard, of n, that holds the row of id in a sharded table: CRC16-XMODEM of
+// the id's bytes (the cluster's key hash, see [Slot]) mod n. Every client of a sharded table
+// must place rows by this rule. It is 0 when n is 1 or less.
+func ShardOf(id string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(crc16(id)) % n
 }
 
 // clip keeps error texts short for long hostile inputs.

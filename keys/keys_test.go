@@ -3,6 +3,7 @@ package keys_test
 import (
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -141,6 +142,7 @@ func TestTypeNames(t *testing.T) {
 		keys.Wake: "wake", keys.Job: "job", keys.Unique: "uniq", keys.Topic: "topic",
 		keys.Periodic: "periodic", keys.Periodics: "periodics", keys.Queues: "queues", keys.Tables: "tables",
 		keys.Workers: "workers", keys.TableStats: "stats",
+		keys.ShardRow: "shard-row", keys.ShardRecord: "shard-record", keys.ShardInval: "shard-inval",
 	} {
 		require.Equal(t, want, typ.String())
 	}
@@ -152,7 +154,23 @@ func TestTypeNames(t *testing.T) {
 func randomKey(r *rand.Rand) (string, keys.Key) {
 	name := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
 	q, t := keys.MustQueue(name), keys.MustTable(name)
-	switch r.IntN(18) {
+	switch r.IntN(21) {
+	case 18, 19, 20:
+		n := r.IntN(keys.MaxShards)
+		sh, err := t.Shard(n)
+		if err != nil {
+			panic(err)
+		}
+		switch r.IntN(3) {
+		case 0:
+			id := randomID(r)
+			k, _ := sh.Row(id)
+			return k, keys.Key{Role: keys.Cache, Name: name, Type: keys.ShardRow, ID: id, Shard: n}
+		case 1:
+			return sh.Record(), keys.Key{Role: keys.Cache, Name: name, Type: keys.ShardRecord, Shard: n}
+		default:
+			return sh.Inval(), keys.Key{Role: keys.Bus, Name: name, Type: keys.ShardInval, Shard: n}
+		}
 	case 0:
 		id := randomID(r)
 		k, _ := t.Row(id)
@@ -239,6 +257,9 @@ func TestParseRefuses(t *testing.T) {
 		"emq:{q}:workersx", "emq:{q}:workers:", "ecc:{t}#stat", "ecc:{t}#statsx", "ecc:{t}#", "emq:{q}#stats",
 		"emq:queue", "emq:queues:", "emq:queuesx", "ecc:table", "ecc:tablesx", "ecc:queues", "emq:tables", "ecc:{t}:",
 		"emq:{q}:", "emq:{queues}", "ECC:tables",
+		"ecc:{t#}", "ecc:{t#}:1", "ecc:{t#01}", "ecc:{t#00}:1", "ecc:{t#256}", "ecc:{t#1000}:1", "ecc:{t#-1}",
+		"ecc:{t#1#2}", "ecc:{#1}", "ecc:{t#x}:1", "ecc:{t#1 }", "emq:{t#1}:pending", "emq:{t#1}:topic",
+		"emq:{t#1}:job:" + id, "emq:{t#}:inval", "emq:{t#07}:inval", "ecc:{" + strings.Repeat("x", 65) + "#1}",
 	} {
 		_, err := keys.Parse(s)
 		require.ErrorIs(t, err, keys.ErrInvalid, "%q", s)
@@ -253,6 +274,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("emq:{q}:periodics")
 	f.Add("emq:queues")
 	f.Add("ecc:{t}#stats")
+	f.Add("ecc:{t#3}:id")
+	f.Add("emq:{t#255}:inval")
 	f.Fuzz(func(t *testing.T, s string) {
 		k, err := keys.Parse(s)
 		if err != nil {
@@ -270,8 +293,74 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if keys.Slot(s) != keys.Slot("{"+k.Name+"}") {
-			t.Fatalf("%q does not hash by its name's tag", s)
+		if keys.Slot(s) != keys.Slot("{"+k.Tag()+"}") {
+			t.Fatalf("%q does not hash by its tag", s)
 		}
 	})
+}
+
+// TestShards: a sharded table's keys carry {<table>#<shard>}, parse back to the table's name
+// and the shard, and cannot be taken for another table's: "#" is no name byte.
+func TestShards(t *testing.T) {
+	t.Parallel()
+	tb := keys.MustTable("orders")
+	_, sharded := tb.ShardIndex()
+	require.False(t, sharded)
+	s3, err := tb.Shard(3)
+	require.NoError(t, err)
+	i, sharded := s3.ShardIndex()
+	require.True(t, sharded)
+	require.Equal(t, 3, i)
+	require.Equal(t, "orders", s3.Name())
+	row, err := s3.Row("42")
+	require.NoError(t, err)
+	require.Equal(t, "ecc:{orders#3}:42", row)
+	require.Equal(t, "ecc:{orders#3}", s3.Record())
+	require.Equal(t, "emq:{orders#3}:inval", s3.Inval())
+	require.Equal(t, "ecc:{orders#3}:", s3.RowPrefix())
+	for _, k := range []string{row, s3.Record(), s3.Inval()} {
+		require.Equal(t, keys.Slot("{orders#3}"), keys.Slot(k), k)
+		p, err := keys.Parse(k)
+		require.NoError(t, err)
+		require.Equal(t, "orders", p.Name)
+		require.Equal(t, 3, p.Shard)
+		require.Equal(t, "orders#3", p.Tag())
+	}
+	for _, bad := range []int{-1, keys.MaxShards} {
+		_, err := tb.Shard(bad)
+		require.ErrorIs(t, err, keys.ErrInvalid, "%d", bad)
+	}
+	_, err = s3.Shard(1)
+	require.ErrorIs(t, err, keys.ErrInvalid, "a shard has no shards")
+	require.Contains(t, keys.ShardRule, strconv.Itoa(keys.MaxShards-1))
+
+	// No name can spell a shard's tag: the unsharded builders refuse it.
+	_, err = keys.NewTable("orders#3")
+	require.ErrorIs(t, err, keys.ErrInvalid)
+	// A whole-table SCAN pattern (ecc:{orders}:*) cannot match a shard's rows, nor a shard's
+	// another shard's.
+	require.False(t, strings.HasPrefix(row, tb.RowPrefix()))
+	s30, _ := tb.Shard(30)
+	require.False(t, strings.HasPrefix(row, s30.RowPrefix()))
+
+	// Rows spread: ShardOf is CRC16 of the id mod n, and 8 shards of a name take 8 slots.
+	slots := map[uint16]bool{}
+	for i := range 8 {
+		sh, err := tb.Shard(i)
+		require.NoError(t, err)
+		slots[keys.Slot(sh.Record())] = true
+	}
+	require.Len(t, slots, 8)
+	counts := make([]int, 8)
+	for i := range 8000 {
+		n := keys.ShardOf("user-"+strconv.Itoa(i), 8)
+		require.GreaterOrEqual(t, n, 0)
+		require.Less(t, n, 8)
+		counts[n]++
+	}
+	for i, c := range counts {
+		require.InDelta(t, 1000, c, 200, "shard %d", i)
+	}
+	require.Equal(t, 0, keys.ShardOf("anything", 1))
+	require.Equal(t, int(keys.Slot("123456789"))%5, keys.ShardOf("123456789", 5), "the same CRC16 as the cluster's")
 }

@@ -15,7 +15,8 @@
 -- refused whatever its version). The version travels so that a later cache_set of an older
 -- value is refused over the filled row.
 --
--- KEYS[1]  ecc:{<table>}:<id>      the L2 row (FORMAT row)
+-- KEYS[1]  ecc:{<table>}:<id>      the L2 row (FORMAT row), or ecc:{<table>#<shard>}:<id>
+--          in a table spread over shards (FORMAT shards)
 -- ARGV[1]  token  token  the caller's token: its fill lease's or its refresh claim's
 -- ARGV[2]  row    row?   the new row: a value row (V or W) whose version is the token, or a
 --          not-found row; "" releases the caller's lease or refresh claim
@@ -37,15 +38,17 @@
 --          without its first 3 bytes. Anything else is unreadable: readers treat it as a miss
 --          and replace it through cache_reclaim (a reader that predates the versioned kinds
 --          reads W and S rows so). The Go cache makes tokens of 16 random [0-9A-Za-z].
+-- FORMAT   shards   see cache_set.lua
 -- REPLY    1 when the row was written or the lease released; 0 when the row no longer holds
 --          the caller's token (nothing is changed)
 -- ERROR    ECCKEYS    KEYS[1] is not a row key of the grammar
 -- ERROR    ECCARG     an ARGV does not meet its rule, the row's version is not the token, or
 --          the count of ARGV is not 3
 -- ERROR    ECCTYPE    the key holds another type than string
-local name, id = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$')
-if #KEYS ~= 1 or not name or #name > 64 or #id > 512 or string.find(id, '[%z\1-\31\127]') then
-  return redis.error_reply('ECCKEYS expected ecc:{<table>}:<id>, a row key of the grammar')
+local tag, id = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}:(.+)$')
+local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
+if #KEYS ~= 1 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or #id > 512 or string.find(id, '[%z\1-\31\127]') then
+  return redis.error_reply('ECCKEYS expected ecc:{<table>}:<id> or ecc:{<table>#<shard>}:<id>, a row key of the grammar')
 end
 if #ARGV ~= 3 then return redis.error_reply('ECCARG expected 3 ARGV: token, row, px') end
 local token, new, px = ARGV[1], ARGV[2], ARGV[3]
@@ -61,11 +64,12 @@ end
 if #px > 15 or not string.match(px, '^[0-9]+$') or tonumber(px) < 1 then
   return redis.error_reply('ECCARG px must be an integer in [1, 999999999999999]')
 end
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'none' and kind ~= 'string' then
-  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a string')
+-- One read answers both the row's type and its bytes: a key of another type fails the GET,
+-- and only then is TYPE asked, for the error's text.
+local cur = redis.pcall('GET', KEYS[1])
+if type(cur) == 'table' and cur['err'] then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ', not a string')
 end
-local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
 local head = string.sub(cur, 1, 3)
 if (head ~= '\236\1L' and head ~= '\236\1R' and head ~= '\236\1S') or string.sub(cur, 4, 19) ~= token then

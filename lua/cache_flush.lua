@@ -9,22 +9,26 @@
 -- the epoch moves, so an L1 refilled after the flush cannot copy a row from before it. The
 -- coherence record itself is not a row (it has no ":" after the hash tag) and is kept.
 --
--- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval)
--- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval)
+-- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval), or a shard's
+--          ecc:{<table>#<shard>} for a table spread over shards (FORMAT shards)
+-- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
+--          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token   token             unique per call: names the new epoch, and becomes the
 --          record's last (FORMAT inval)
 -- ARGV[2]  cursor  cursor            "0" to start, then what the last call returned
 -- ARGV[3]  limit   uint[1,10000]     SCAN's COUNT per call. The Go cache passes 1000
 -- DERIVES  ecc:{<table>}:<id>      each row found: KEYS[1] .. the rest of its key
 -- FORMAT   inval    see cache_set.lua
+-- FORMAT   shards   see cache_set.lua
 -- REPLY    {cursor, deleted, epoch, seq}: cursor "0" when the walk ended (then epoch and seq
 --          are the new record; otherwise they are "" and 0); deleted counts this call's rows
--- ERROR    ECCKEYS    the KEYS are not one table's record and channel
+-- ERROR    ECCKEYS    the KEYS are not one table's (or one shard's) record and channel
 -- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 3
 -- ERROR    ECCTYPE    the record holds another type than hash
-local name = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}$')
-if #KEYS ~= 2 or not name or #name > 64 or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
-  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table')
+local tag = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}$')
+local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
+if #KEYS ~= 2 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or KEYS[2] ~= 'emq:{' .. tag .. '}:inval' then
+  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table, or ecc:{<table>#<shard>} and emq:{<table>#<shard>}:inval of one shard')
 end
 if #ARGV ~= 3 then return redis.error_reply('ECCARG expected 3 ARGV: token, cursor, limit') end
 local token, cursor, limit = ARGV[1], ARGV[2], ARGV[3]

@@ -4,21 +4,25 @@
 -- Deleting a row also deletes a fill lease on it, so a fill that began before this call
 -- cannot write the value it loaded.
 --
--- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval)
--- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval)
+-- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval), or a shard's
+--          ecc:{<table>#<shard>} for a table spread over shards (FORMAT shards)
+-- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
+--          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token  token  unique per call: names a new epoch if the record is missing, and
 --          becomes the record's last (FORMAT inval)
 -- ARGV[2]  id*    id     a starred ARGV repeats: one row id per row, one at least and 1000 at
 --          most (an id may repeat). The Go cache sends at most 256 per call
 -- DERIVES  ecc:{<table>}:<id>      each row: KEYS[1] .. ":" .. id
 -- FORMAT   inval    see cache_set.lua
+-- FORMAT   shards   see cache_set.lua
 -- REPLY    {epoch, seq}: the record after the bump (a string and an integer)
--- ERROR    ECCKEYS    the KEYS are not one table's record and channel
+-- ERROR    ECCKEYS    the KEYS are not one table's (or one shard's) record and channel
 -- ERROR    ECCARG     an ARGV does not meet its rule, or no id or more than 1000 are given
 -- ERROR    ECCTYPE    the record holds another type than hash
-local name = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}$')
-if #KEYS ~= 2 or not name or #name > 64 or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
-  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table')
+local tag = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}$')
+local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
+if #KEYS ~= 2 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or KEYS[2] ~= 'emq:{' .. tag .. '}:inval' then
+  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table, or ecc:{<table>#<shard>} and emq:{<table>#<shard>}:inval of one shard')
 end
 local token = ARGV[1] or ''
 if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then
@@ -31,25 +35,28 @@ for i = 2, #ARGV do
     return redis.error_reply('ECCARG ARGV[' .. i .. '] must be 1 to 512 bytes without control bytes')
   end
 end
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'none' and kind ~= 'hash' then
-  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash')
+-- One read of the record answers both its type and its fields: a record of another type
+-- fails the HMGET, and only then is TYPE asked, for the error's text.
+local rec = redis.pcall('HMGET', KEYS[1], 'epoch', 'last')
+if rec['err'] then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ', not a hash')
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
-local epoch = redis.call('HGET', KEYS[1], 'epoch')
-if not epoch then
-  epoch = us .. '.' .. token
-  redis.call('HSET', KEYS[1], 'epoch', epoch)
-end
-local prev = redis.call('HGET', KEYS[1], 'last') or ''
-redis.call('HSET', KEYS[1], 'last', token)
+local epoch, prev = rec[1], rec[2] or ''
+local made = not epoch
+if made then epoch = us .. '.' .. token end
 local msg = {epoch, '', us, prev, token}
 for i = 2, #ARGV do
   redis.call('DEL', KEYS[1] .. ':' .. ARGV[i])
-  msg[#msg + 1] = ARGV[i]
+  msg[i + 4] = ARGV[i]
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+if made then
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token)
+else
+  redis.call('HSET', KEYS[1], 'last', token)
+end
 msg[2] = tostring(seq)
 redis.call('SPUBLISH', KEYS[2], table.concat(msg, '\n'))
 return {epoch, seq}

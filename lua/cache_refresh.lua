@@ -10,19 +10,22 @@
 -- then filled as usual. An invalidation that deletes the row voids the claim, so a refresh
 -- loaded before it is never written.
 --
--- KEYS[1]  ecc:{<table>}:<id>      the L2 row (FORMAT row)
+-- KEYS[1]  ecc:{<table>}:<id>      the L2 row (FORMAT row), or ecc:{<table>#<shard>}:<id>
+--          in a table spread over shards (FORMAT shards)
 -- ARGV[1]  token    token  the claimant's token
 -- ARGV[2]  version  token  the row version to refresh, as read from the row
 -- FORMAT   row      see cache_fill.lua
+-- FORMAT   shards   see cache_set.lua
 -- REPLY    1 when claimed; 0 when the row is not an unclaimed value row of that version
 --          (absent, not found, a fill lease, already claimed, another version, or
 --          unreadable) and nothing was changed
 -- ERROR    ECCKEYS    KEYS[1] is not a row key of the grammar
 -- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 2
 -- ERROR    ECCTYPE    the key holds another type than string
-local name, id = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$')
-if #KEYS ~= 1 or not name or #name > 64 or #id > 512 or string.find(id, '[%z\1-\31\127]') then
-  return redis.error_reply('ECCKEYS expected ecc:{<table>}:<id>, a row key of the grammar')
+local tag, id = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}:(.+)$')
+local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
+if #KEYS ~= 1 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or #id > 512 or string.find(id, '[%z\1-\31\127]') then
+  return redis.error_reply('ECCKEYS expected ecc:{<table>}:<id> or ecc:{<table>#<shard>}:<id>, a row key of the grammar')
 end
 if #ARGV ~= 2 then return redis.error_reply('ECCARG expected 2 ARGV: token, version') end
 local token, version = ARGV[1], ARGV[2]

@@ -17,8 +17,10 @@
 -- unversioned new row (kind V), or a versioned one over a row without a version (V, R, a fill
 -- lease, a not-found row, anything else), is written over whatever is there, as before.
 --
--- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval)
--- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval)
+-- KEYS[1]  ecc:{<table>}           the coherence record (FORMAT inval), or a shard's
+--          ecc:{<table>#<shard>} for a table spread over shards (FORMAT shards)
+-- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
+--          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token  token     unique per call: names a new epoch if the record is missing, and
 --          becomes the record's last (FORMAT inval)
 -- ARGV[2]  px     uint[1,999999999999999]  the row's TTL in ms. The Go cache passes the
@@ -39,19 +41,31 @@
 --          microseconds (decimal), prev (the record's last before this call, "" when it had
 --          none), this call's token, then one field per id invalidated (none after a flush:
 --          the whole table). Ids hold no control bytes and tokens no "\n", so splitting on
---          "\n" is exact. A subscriber drops the named ids from its L1, and flushes the
+--          "\n" is exact. A subscriber drops the named ids from its L1 (a writer that dropped
+--          its own copies after its call may skip the ids of a message carrying its own token;
+--          the Go cache gives its tokens a per-process prefix for that), and flushes the
 --          table's L1 when the epoch changes, when seq is not the last one seen plus 1 (a lost
 --          message), or when prev is not the token of the last message it applied: the record
 --          went back in time (a restore from a snapshot, a lagging replica promoted), even if
 --          new writes pushed seq past where it was.
+-- FORMAT   shards   a table may spread its rows over N shards (N in [1, 256]; 1, the default,
+--          is the unsharded layout). Shard i (a decimal in [0, N-1] without leading zeros) has
+--          the hash tag {<table>#<i>} and the table's three key types under it: its rows
+--          ecc:{<table>#<i>}:<id>, its record ecc:{<table>#<i>} and its channel
+--          emq:{<table>#<i>}:inval. The row of id lives in shard CRC16-XMODEM(id) mod N (the
+--          cluster's key hash, over the id's bytes). Each shard keeps its own record and
+--          sequence (FORMAT inval applies per shard) and publishes on its own channel; every
+--          script call is over one shard's keys, so it is single-slot. "#" is no name byte, so no
+--          table's keys can be taken for a shard's.
 -- REPLY    {epoch, seq}: the record after the bump (a string and an integer); or 0 when a
 --          versioned row was refused because the row holds a higher version (nothing changed)
--- ERROR    ECCKEYS    the KEYS are not one table's record and channel
+-- ERROR    ECCKEYS    the KEYS are not one table's (or one shard's) record and channel
 -- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 4
 -- ERROR    ECCTYPE    the record holds another type than hash
-local name = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}$')
-if #KEYS ~= 2 or not name or #name > 64 or KEYS[2] ~= 'emq:{' .. name .. '}:inval' then
-  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table')
+local tag = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}$')
+local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
+if #KEYS ~= 2 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or KEYS[2] ~= 'emq:{' .. tag .. '}:inval' then
+  return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table, or ecc:{<table>#<shard>} and emq:{<table>#<shard>}:inval of one shard')
 end
 if #ARGV ~= 4 then return redis.error_reply('ECCARG expected 4 ARGV: token, px, id, row') end
 local token, px, id, new = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -68,9 +82,11 @@ local head = string.sub(new, 1, 3)
 if not (head == '\236\1V' and #new >= 31 or head == '\236\1W' and #new >= 39) or string.find(string.sub(new, 4, 19), '[^0-9A-Za-z]') then
   return redis.error_reply('ECCARG row must be a value row')
 end
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'none' and kind ~= 'hash' then
-  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash')
+-- One read of the record answers both its type and its fields: a record of another type
+-- fails the HMGET, and only then is TYPE asked, for the error's text.
+local rec = redis.pcall('HMGET', KEYS[1], 'epoch', 'last')
+if rec['err'] then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ', not a hash')
 end
 if head == '\236\1W' and redis.call('TYPE', KEYS[1] .. ':' .. id)['ok'] == 'string' then
   local cur = redis.call('GET', KEYS[1] .. ':' .. id)
@@ -92,14 +108,15 @@ if head == '\236\1W' and redis.call('TYPE', KEYS[1] .. ':' .. id)['ok'] == 'stri
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
-local epoch = redis.call('HGET', KEYS[1], 'epoch')
-if not epoch then
-  epoch = us .. '.' .. token
-  redis.call('HSET', KEYS[1], 'epoch', epoch)
-end
-local prev = redis.call('HGET', KEYS[1], 'last') or ''
-redis.call('HSET', KEYS[1], 'last', token)
+local epoch, prev = rec[1], rec[2] or ''
+local made = not epoch
+if made then epoch = us .. '.' .. token end
 redis.call('SET', KEYS[1] .. ':' .. id, new, 'PX', px)
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+if made then
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token)
+else
+  redis.call('HSET', KEYS[1], 'last', token)
+end
 redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. token .. '\n' .. id)
 return {epoch, seq}

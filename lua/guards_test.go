@@ -47,8 +47,8 @@ func guardFor(form string) (guard, error) {
 	switch {
 	case form == keys.Record.Form():
 		return guard{
-			pattern: `^ecc:{(` + luaName + `)}$`,
-			bounds:  func(v, _ string) []string { return []string{"#" + v + " > 64"} },
+			pattern: `^ecc:{(` + luaName + `#?%d*)}$`,
+			bounds:  func(v, _ string) []string { return tagBounds(v) },
 			other:   tableOther,
 		}, nil
 	case form == keys.TableStats.Form():
@@ -59,9 +59,9 @@ func guardFor(form string) (guard, error) {
 		}, nil
 	case form == keys.Row.Form():
 		return guard{
-			pattern: `^ecc:{(` + luaName + `)}:(.+)$`,
+			pattern: `^ecc:{(` + luaName + `#?%d*)}:(.+)$`,
 			bounds: func(v, id string) []string {
-				return []string{"#" + v + " > 64", "#" + id + " > 512", "string.find(" + id + `, '[%z\1-\31\127]')`}
+				return append(tagBounds(v), "#"+id+" > 512", "string.find("+id+`, '[%z\1-\31\127]')`)
 			},
 			other: tableOther,
 		}, nil
@@ -80,6 +80,17 @@ func guardFor(form string) (guard, error) {
 		}, nil
 	}
 	return guard{}, fmt.Errorf("no guard is known for KEYS[1] %s: teach guardFor its Lua pattern", form)
+}
+
+// tagBounds are the checks of a cache script's hash tag v, which is a table's name or a
+// shard's "<table>#<shard>" (FORMAT shards): the name split off and bounded, the shard a
+// decimal in [0, 255] without leading zeros.
+func tagBounds(v string) []string {
+	return []string{
+		"local name, shard = string.match(" + v + " or '', '^([^#]*)(.*)$')",
+		"#name > 64",
+		"shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256)",
+	}
 }
 
 // queueOther is the expression a queue script compares another key of its queue with.
@@ -222,14 +233,17 @@ func TestGuardsCatchMutations(t *testing.T) {
 		name, script, old, new string
 	}{
 		{"another KEYS not compared", "claim", " or KEYS[3] ~= base .. 'schedule'", ""},
-		{"KEYS[1] matched loosely", "cache_fill", `'^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$'`, `'^(.-):(.+)$'`},
-		{"KEYS[1] not matched", "cache_reclaim", `string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+)}:(.+)$')`, `'t', KEYS[1]`},
+		{"KEYS[1] matched loosely", "cache_fill", `'^ecc:{([0-9A-Za-z_.%-]+#?%d*)}:(.+)$'`, `'^(.-):(.+)$'`},
+		{"KEYS[1] not matched", "cache_reclaim", `string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}:(.+)$')`, `'t', KEYS[1]`},
+		{"shard not bounded", "cache_flush", " < 256", " < 1000"},
+		{"shard with leading zeros", "cache_refresh", "shard == '#0' or ", "string.match(shard, '^#%d+$') or "},
 		{"name not bounded", "complete", " or #base > 71", ""},
 		{"id not bounded", "cache_refresh", " or #id > 512", ""},
 		{"control bytes in the id", "cache_fill", ` or string.find(id, '[%z\1-\31\127]')`, ""},
 		{"count of KEYS unchecked", "enqueue", "#KEYS ~= 4 or ", ""},
-		{"channel not compared", "cache_set", " or KEYS[2] ~= 'emq:{' .. name .. '}:inval'", ""},
-		{"check after a read", "cache_invalidate", "local name = string.match", "redis.call('TYPE', KEYS[1])\nlocal name = string.match"},
+		{"channel not compared", "cache_set", " or KEYS[2] ~= 'emq:{' .. tag .. '}:inval'", ""},
+		{"channel of the table, not the shard", "cache_invalidate", "KEYS[2] ~= 'emq:{' .. tag .. '}:inval'", "KEYS[2] ~= 'emq:{' .. name .. '}:inval'"},
+		{"check after a read", "cache_invalidate", "local tag = string.match", "redis.call('TYPE', KEYS[1])\nlocal tag = string.match"},
 		{"error after a write", "cache_set", "local seq = redis.call('HINCRBY'", "if px == '1' then return redis.error_reply('ECCARG late') end\nlocal seq = redis.call('HINCRBY'"},
 		{"undeclared code", "pause", "return 1\n", "if false then return redis.error_reply('EMQNOPE x') end\nreturn 1\n"},
 		{"schedule name not bounded", "periodic_fire", " or #name > 64", ""},

@@ -29,6 +29,7 @@ const (
 	DefaultDegradedL1TTL    = time.Second
 
 	DefaultMaxPendingInvalidations = 10_000
+	DefaultShards                  = 1
 )
 
 // L1CountersPerEntry is how many admission counters (ristretto's NumCounters) an L1 keeps
@@ -55,9 +56,21 @@ var ErrInvalidSpec = errors.New("tables: invalid spec")
 // [Registry.Declare]); the resolved Spec is what the cache runs with.
 type Spec struct {
 	// Name names the table in its keys (ecc:{<Name>}:<id>), its stats and its invalidations:
-	// 1 to 64 bytes of [A-Za-z0-9_.-]. Required. Every row of a table shares the hash tag
-	// {<Name>}, so one table lives in one cluster slot.
+	// 1 to 64 bytes of [A-Za-z0-9_.-]. Required. Every row of an unsharded table shares the
+	// hash tag {<Name>}, so one table lives in one cluster slot (see Shards).
 	Name string
+
+	// Shards spreads the table's rows over this many hash tags, {<Name>#0} to
+	// {<Name>#<Shards-1>}, so a large or hot table spans the primaries of a cluster: the row
+	// of id lives in shard keys.ShardOf(id, Shards) (CRC16 of the id mod Shards), and each
+	// shard has its own coherence record and invalidation channel, so every script still runs
+	// on one slot. Get, GetMany (one MGET per shard, pipelined), Set, Invalidate,
+	// InvalidateAll and the reconcile work across the shards. Every process must declare a
+	// table with the same Shards: a process with another count looks for rows in other
+	// places and listens on other channels. Changing it is a new layout: the old layout's
+	// rows are not read and expire with their TTL. In [1, keys.MaxShards] (256). Default
+	// DefaultShards (1): the unsharded layout ecc:{<Name>}:<id>, as before shards existed.
+	Shards int
 
 	// TTL is the lifetime of an L2 row before jitter. Default DefaultTTL (5 minutes); at
 	// least 1 ms (rows are written with SET ... PX).
@@ -230,6 +243,12 @@ func (s Spec) Resolve() (Spec, error) {
 	case s.DegradedL1TTL == Off:
 	case s.DegradedL1TTL < time.Millisecond:
 		return Spec{}, bad("DegradedL1TTL", "at least 1ms, or tables.Off", s.DegradedL1TTL)
+	}
+	switch {
+	case s.Shards == 0:
+		s.Shards = DefaultShards
+	case s.Shards < 1 || s.Shards > keys.MaxShards:
+		return Spec{}, bad("Shards", fmt.Sprintf("from 1 to keys.MaxShards (%d), or 0 for the default", keys.MaxShards), s.Shards)
 	}
 	switch {
 	case s.MaxPendingInvalidations == 0:

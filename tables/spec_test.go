@@ -33,6 +33,7 @@ func TestResolveDefaults(t *testing.T) {
 		DegradedL1TTL:    tables.DefaultDegradedL1TTL,
 
 		MaxPendingInvalidations: tables.DefaultMaxPendingInvalidations,
+		Shards:                  tables.DefaultShards,
 	}, s)
 	require.True(t, s.DegradedEnabled(), "degraded mode is on by default")
 	require.False(t, s.StaleEnabled(), "stale-on-error is opt-in")
@@ -68,7 +69,7 @@ func TestResolveKeepsExplicitValues(t *testing.T) {
 	in := tables.Spec{Name: "t", TTL: 300 * time.Millisecond, Jitter: 0.25, L1TTL: time.Second, NegativeTTL: 5 * time.Millisecond,
 		L1MaxEntries: 7, LoaderTimeout: 2 * time.Millisecond, EarlyRefreshBeta: 2.5,
 		StaleOnError: 3 * time.Second, StaleTimeout: 20 * time.Millisecond, L2Timeout: 40 * time.Millisecond,
-		DegradedLoads: 2, DegradedL1TTL: 300 * time.Millisecond, MaxPendingInvalidations: 5}
+		DegradedLoads: 2, DegradedL1TTL: 300 * time.Millisecond, MaxPendingInvalidations: 5, Shards: 8}
 	s, err := in.Resolve()
 	require.NoError(t, err)
 	require.Equal(t, in, s)
@@ -102,6 +103,8 @@ func TestResolveRefuses(t *testing.T) {
 		{"negative DegradedLoads", tables.Spec{Name: "t", DegradedLoads: -2}, "DegradedLoads"},
 		{"sub-ms DegradedL1TTL", tables.Spec{Name: "t", DegradedL1TTL: time.Microsecond}, "DegradedL1TTL"},
 		{"negative MaxPendingInvalidations", tables.Spec{Name: "t", MaxPendingInvalidations: -1}, "MaxPendingInvalidations"},
+		{"negative Shards", tables.Spec{Name: "t", Shards: -1}, "Shards"},
+		{"too many Shards", tables.Spec{Name: "t", Shards: keys.MaxShards + 1}, "Shards"},
 		{"sub-ms StaleTimeout", tables.Spec{Name: "t", StaleOnError: time.Second, StaleTimeout: time.Microsecond}, "StaleTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -168,6 +171,33 @@ func TestRegistry(t *testing.T) {
 	var other tables.Registry
 	_, err = other.Declare(tables.Spec{Name: "users"})
 	require.NoError(t, err, "registries are independent: no package-level state")
+}
+
+// TestRegistryShards: a table of one shard keeps the unsharded layout; a table of N has N
+// shard builders, and KeysFor places each id in the shard keys.ShardOf names.
+func TestRegistryShards(t *testing.T) {
+	t.Parallel()
+	var r tables.Registry
+	one, err := r.Declare(tables.Spec{Name: "one"})
+	require.NoError(t, err)
+	require.Equal(t, []keys.Table{one.Keys}, one.Shards)
+	require.Equal(t, "ecc:{one}", one.KeysFor("42").Record())
+	eight, err := r.Declare(tables.Spec{Name: "eight", Shards: 8})
+	require.NoError(t, err)
+	require.Len(t, eight.Shards, 8)
+	for i, sh := range eight.Shards {
+		require.Equal(t, fmt.Sprintf("ecc:{eight#%d}", i), sh.Record())
+	}
+	for _, id := range []string{"1", "42", "user-7", "é"} {
+		i := keys.ShardOf(id, 8)
+		require.Equal(t, i, eight.ShardIndex(id))
+		row, err := eight.KeysFor(id).Row(id)
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("ecc:{eight#%d}:%s", i, id), row)
+	}
+	max, err := r.Declare(tables.Spec{Name: "max", Shards: keys.MaxShards})
+	require.NoError(t, err)
+	require.Len(t, max.Shards, keys.MaxShards)
 }
 
 // TestRegistryConcurrentDeclare: of many goroutines declaring one name, exactly one wins.

@@ -134,8 +134,8 @@ func (t *Topics) SubscribeChannels(ctx context.Context, channels []string, handl
 		if err != nil {
 			return nil, invalid(op, err)
 		}
-		if k.Type != keys.Topic && k.Type != keys.Inval {
-			return nil, fmt.Errorf("%w: %s: %q is a %s key, not a topic or invalidation channel", ErrInvalid, op, ch, k.Type)
+		if k.Type != keys.Topic && k.Type != keys.Inval && k.Type != keys.ShardInval {
+			return nil, fmt.Errorf("%w: %s: %q is a %s key, not a topic or invalidation channel (of a table or of a table's shard)", ErrInvalid, op, ch, k.Type)
 		}
 	}
 	var groups [][]string

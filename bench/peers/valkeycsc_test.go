@@ -192,3 +192,16 @@ func BenchmarkValkeyCSCInvalidation(b *testing.B) {
 	check()
 	lat.Report(b)
 }
+
+// BenchmarkCompareInvalidationCSC interleaves EchoCache's invalidation propagation
+// (bench.InvalidationSide: Invalidate in one cache until the other's subscriber applied it)
+// with valkey-go's client-side caching invalidation (cscInvalidation: SET until the caching
+// client's OnInvalidations callback), each waiting on a channel its callback signals.
+func BenchmarkCompareInvalidationCSC(b *testing.B) {
+	srv := valkeytest.Shared(b)
+	ours := bench.InvalidationSide(b, srv.Client(b), srv.Client(b), bench.UniqueName(b.Name()))
+	csc, check := cscInvalidation(b)
+	b.ReportAllocs()
+	bench.CompareLatency(b, ours, csc)
+	check()
+}

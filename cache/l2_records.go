@@ -1,0 +1,102 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+)
+
+// The coherence records' commands and the write scripts (cache_set, cache_invalidate,
+// cache_flush): the other half of the package's door to valkey-go (see l2.go).
+
+// fetchRecords reads coherence records (HMGET epoch seq last), pipelined in one round trip (valkey-go
+// splits it per slot on a cluster).
+func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record, error) {
+	cmds := make(valkey.Commands, len(recordKeys))
+	for i, k := range recordKeys {
+		cmds[i] = c.client.B().Hmget().Key(k).Field("epoch", "seq", "last").Build()
+	}
+	out := make([]record, len(recordKeys))
+	for i, r := range c.client.DoMulti(ctx, cmds...) {
+		arr, err := r.ToArray()
+		if err != nil {
+			return nil, l2err("HMGET", recordKeys[i], err)
+		}
+		if len(arr) != 3 {
+			return nil, l2err("HMGET", recordKeys[i], fmt.Errorf("%d replies for 3 fields", len(arr)))
+		}
+		epoch, exists, err := stringReply(arr[0])
+		if err != nil {
+			return nil, l2err("HMGET", recordKeys[i], err)
+		}
+		if !exists {
+			continue
+		}
+		out[i] = record{exists: true, epoch: epoch}
+		if s, ok, err := stringReply(arr[1]); err == nil && ok {
+			out[i].seq, _ = strconv.ParseInt(s, 10, 64)
+		}
+		if s, ok, err := stringReply(arr[2]); err == nil && ok {
+			out[i].last = s
+		}
+	}
+	return out, nil
+}
+
+// writeReply reads the {epoch, seq} reply of cache_set and cache_invalidate.
+func writeReply(op, key string, r valkey.ValkeyResult) error {
+	if err := r.Error(); err != nil {
+		return l2err(op, key, err)
+	}
+	return nil
+}
+
+// setRow runs cache_set: write the row of id, bump the record, publish; token is the
+// write's (the row's version too: one token per call). written is false
+// when a versioned row was refused because L2 holds a higher version (the reply 0): nothing
+// was written or published.
+func (c *Cache) setRow(ctx context.Context, tk tableKeys, token, id, row string, px time.Duration) (written bool, err error) {
+	r := scriptSet.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
+		[]string{token, strconv.FormatInt(pxMillis(px), 10), id, row})
+	if err := writeReply("cache_set", tk.recordKey, r); err != nil {
+		return false, err
+	}
+	if n, err := r.AsInt64(); err == nil && n == 0 {
+		return false, nil
+	}
+	return true, nil
+}
+
+// invalidateRows runs cache_invalidate for ids (at most invalidateBatch of them).
+func (c *Cache) invalidateRows(ctx context.Context, tk tableKeys, ids []string) error {
+	args := make([]string, 0, 1+len(ids))
+	args = append(append(args, c.writeToken()), ids...)
+	return writeReply("cache_invalidate", tk.recordKey, scriptInval.Exec(ctx, c.client, []string{tk.recordKey, tk.channel}, args))
+}
+
+// flushTable runs cache_flush until its walk ends: every row deleted, then a new epoch.
+func (c *Cache) flushTable(ctx context.Context, tk tableKeys) error {
+	token, cursor := c.writeToken(), "0"
+	for {
+		arr, err := scriptFlush.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
+			[]string{token, cursor, strconv.Itoa(flushScanCount)}).ToArray()
+		if err != nil {
+			return l2err("cache_flush", tk.recordKey, err)
+		}
+		if len(arr) != 4 {
+			return l2err("cache_flush", tk.recordKey, fmt.Errorf("%d replies, want 4", len(arr)))
+		}
+		if cursor, err = arr[0].ToString(); err != nil {
+			return l2err("cache_flush", tk.recordKey, err)
+		}
+		if cursor == "0" {
+			return nil
+		}
+	}
+}
+
+// tableKeys are a table's coherence keys: its record and its invalidation channel.
+type tableKeys struct{ recordKey, channel string }

@@ -1,0 +1,72 @@
+package cache
+
+import (
+	"context"
+	"time"
+)
+
+// Leases taken by reads. A miss's read takes the fill lease where no row is (readOrLease),
+// then joins the id's flight. The flight loads under that lease: at once when it is the
+// flight this read started, or when it meets the lease (its token offered here) while it
+// waits, if the read joined a flight already under way. No flight of this process ever
+// waits on a lease this process took and offered.
+
+// offer makes the lease token, taken by a read of idStr, available to the id's flight.
+func (t *Table[K, V]) offer(idStr, token string) {
+	t.leaseMu.Lock()
+	t.leases[idStr] = token
+	t.leaseMu.Unlock()
+}
+
+// take claims the offered lease token of idStr for a fill; false if it is not offered.
+func (t *Table[K, V]) take(idStr, token string) bool {
+	t.leaseMu.Lock()
+	defer t.leaseMu.Unlock()
+	if t.leases[idStr] != token {
+		return false
+	}
+	delete(t.leases, idStr)
+	return true
+}
+
+// unoffer withdraws an offered lease no fill took, and releases it in L2.
+func (t *Table[K, V]) unoffer(ctx context.Context, idStr, key, token string) {
+	if !t.take(idStr, token) {
+		return
+	}
+	rctx, cancel := t.c.detach(ctx, t.spec.L2Timeout)
+	defer cancel()
+	t.release(rctx, key, token)
+}
+
+// releaseLater gives back, in the background, a lease a read may have taken before its reply
+// was lost (a timeout, a broken connection): cache_fill releases it only if the row still
+// holds it. It tries for one LeaseTTL, every L2Timeout while the breaker lets reads through,
+// then leaves the lease to expire.
+func (t *Table[K, V]) releaseLater(key, token string) {
+	if !t.c.enter() {
+		return
+	}
+	go func() {
+		defer t.c.leave()
+		ctx, cancel := t.c.detach(context.Background(), t.spec.LeaseTTL())
+		defer cancel()
+		tick := time.NewTicker(t.spec.L2Timeout)
+		defer tick.Stop()
+		for {
+			if t.c.brk.allow() { // while the breaker is open, Valkey is not asked
+				bctx, bcancel := t.l2ctx(ctx)
+				_, err := t.c.finishFill(bctx, key, token, "", 1)
+				bcancel()
+				if err == nil || !unreachable(err) {
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
