@@ -7,6 +7,9 @@
 SERVICE  := examples/service
 PEERS    := bench/peers
 USERTEST := echotest/internal/usertest
+# The integrations with heavy dependencies: nested modules of their own.
+PROM     := contrib/prometheus
+OTEL     := contrib/otel
 # The dashboard's browser tests: chromedp drives Debian's chromium (.ci/install-chromium).
 BROWSER  := dash/browsertest
 DEMO_ARGS ?=
@@ -14,8 +17,10 @@ DEMO_ARGS ?=
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup: ## Install valkey-server and valkey-cli if missing (.ci/install-valkey)
+setup: ## Install valkey-server and valkey-cli (.ci/install-valkey), promtool (.ci/install-promtool) and chromium (.ci/install-chromium) if missing
 	bash .ci/install-valkey
+	bash .ci/install-promtool
+	bash .ci/install-chromium
 
 demo: ## The main demo: Valkey + two service instances under a Zipf load, every read checked (DEMO_ARGS="-duration 60s -kill-at 15s")
 	@# The service builds while Valkey installs: on a fresh machine both take about a minute.
@@ -25,12 +30,13 @@ demo: ## The main demo: Valkey + two service instances under a Zipf load, every 
 	wait $$build || { echo "demo: building $(SERVICE) failed" >&2; exit 1; }; \
 	$$bin demo $(DEMO_ARGS); status=$$?; rm -rf $$(dirname $$bin); exit $$status
 
-test: setup ## go vet, then all tests with the race detector; the nested modules are vetted and tested too (the dashboard in headless chromium)
-	bash .ci/install-chromium
+test: setup ## go vet, then all tests with the race detector; the nested modules (contrib/ too) are vetted and tested, promtool and chromium required
 	go vet ./...
 	go test -race -count=1 -timeout 15m ./...
 	cd $(SERVICE) && go vet ./... && go test -count=1 -timeout 10m ./...
 	cd $(USERTEST) && go vet ./... && go test -race -count=1 -timeout 5m ./...
+	cd $(PROM) && go vet ./... && ECHOCACHE_REQUIRE_PROMTOOL=1 go test -race -count=1 -timeout 5m ./...
+	cd $(OTEL) && go vet ./... && go test -race -count=1 -timeout 5m ./...
 	cd $(BROWSER) && go vet ./... && ECHO_BROWSER_REQUIRED=1 go test -count=1 -timeout 5m ./...
 	cd $(PEERS) && go vet ./...
 

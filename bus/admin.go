@@ -182,9 +182,16 @@ func jobArg(op, queue string, id keys.JobID) error {
 	return nil
 }
 
-// Cancel deletes a waiting job (pending or scheduled) and returns the state it had. A claimed
-// job cannot be cancelled (a *[StateError]); a dead one is purged with [Bus.PurgeDead]. An
-// idempotency key that named the job keeps answering its id until the key's TTL.
+// Cancel cancels a job and returns the state it had. A waiting job (StatePending or
+// StateScheduled) is deleted at once, its failure history with it. A claimed one
+// (StateActive) is cancelled cooperatively: its row's state becomes [StateCancelling] and
+// nothing else changes; the holder's next heartbeat is refused, a [Worker] then cancels the
+// handler's context with the cause [ErrCancelled] (or, when the job still waits in its
+// prefetch buffer, never runs it), and the job goes to dead with the failure "cancelled",
+// without a retry (a handler that returns nil before it notices completes the job). A holder that is gone leaves it to its lease: reap sends it to dead. Cancelling a
+// job that is cancelling already answers StateCancelling and changes nothing. A dead job is
+// not cancelled (a *[StateError]): purge it with [Bus.PurgeDead]. An idempotency key that
+// named the job keeps answering its id until the key's TTL.
 func (b *Bus) Cancel(ctx context.Context, queue string, id keys.JobID) (State, error) {
 	const op = "cancel"
 	q, err := b.queue(op, queue)
@@ -293,62 +300,6 @@ func (b *Bus) Counts(ctx context.Context, queue string) (Counts, error) {
 		return Counts{}, errorFor(call{op: op, queue: queue}, err)
 	}
 	return countsReply(msg)
-}
-
-// JobInfo is one job as [Bus.Lookup] reads it.
-type JobInfo struct {
-	ID       keys.JobID
-	State    State
-	Attempts int64
-	Payload  []byte
-	// Set is the set that holds the id: keys.Pending, keys.Active, keys.Schedule or
-	// keys.Dead; 0 when none does (which the scripts never leave behind).
-	Set keys.Type
-	// At is the lease deadline when active and the run-at when scheduled (server clock);
-	// zero otherwise.
-	At time.Time
-}
-
-// Lookup reads one job of queue: its row and the set that holds it, in one atomic snapshot.
-// It answers [ErrNotFound] when the job has no row (never enqueued, completed, cancelled or
-// purged).
-func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo, error) {
-	const op = "lookup"
-	q, err := b.queue(op, queue)
-	if err != nil {
-		return JobInfo{}, err
-	}
-	if err := jobArg(op, queue, id); err != nil {
-		return JobInfo{}, err
-	}
-	msg, err := b.exec(ctx, lua.Run{Script: scLookup, Keys: keysOf(scLookup, q), Args: []string{id.String()}}, nil)
-	if err != nil {
-		return JobInfo{}, errorFor(call{op: op, queue: queue, id: id}, err)
-	}
-	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 5 {
-		return JobInfo{}, protocolError(op, "reply %v", msg)
-	}
-	info := JobInfo{ID: id}
-	state, _ := arr[0].ToString()
-	info.State = State(state)
-	info.Attempts, _ = arr[1].AsInt64()
-	info.Payload, _ = arr[2].AsBytes()
-	set, _ := arr[3].ToString()
-	switch set {
-	case "pending":
-		info.Set = keys.Pending
-	case "active":
-		info.Set = keys.Active
-	case "schedule":
-		info.Set = keys.Schedule
-	case "dead":
-		info.Set = keys.Dead
-	}
-	if score, _ := arr[4].AsInt64(); score != 0 {
-		info.At = time.UnixMilli(score)
-	}
-	return info, nil
 }
 
 // NextDue reads how long, on the server's clock, until the earliest scheduled job of queue

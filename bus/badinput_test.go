@@ -96,8 +96,8 @@ func TestBadInput(t *testing.T) {
 			}
 			// A client of another language can send any bytes: the scripts check the brand.
 			for _, bad := range []string{"42", "JOB_", "job_01ARZ3NDEKTSV4RRFFQ69G5FAV", "JOB_01ARZ3NDEKTSV4RRFFQ69G5FAU", "JOB_81ARZ3NDEKTSV4RRFFQ69G5FAV"} {
-				err := lua.Get("complete").Exec(ctx, c, []string{q.Active()}, []string{bad, "1"}).Error()
-				require.ErrorContains(t, err, "EMQARGS", bad)
+				err := lua.Get("complete").Exec(ctx, c, []string{q.Active()}, []string{bad, "1", "0", ""}).Error()
+				require.ErrorContains(t, err, "EMQARGS ARGV[1] is not a JOB id", bad)
 				err = lua.Get("enqueue").Exec(ctx, c, []string{q.Pending(), q.Schedule(), q.Meta(), q.Wake()},
 					[]string{"0", "0", "0", "0", bad, "p", ""}).Error()
 				require.ErrorContains(t, err, "EMQARGS", bad)

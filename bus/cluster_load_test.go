@@ -428,7 +428,7 @@ func (p *clusterProc) readInto(t *testing.T, led *ledger) {
 	require.NoError(t, err)
 	defer f.Close()
 	types := map[string]bus.JobEventType{}
-	for typ := bus.JobClaimed; typ <= bus.JobLeaseLost; typ++ {
+	for typ := bus.JobClaimed; typ <= bus.JobCancelled; typ++ {
 		types[strings.ReplaceAll(typ.String(), " ", "_")] = typ
 	}
 	sc := bufio.NewScanner(f)

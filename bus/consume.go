@@ -16,12 +16,26 @@ import (
 // State is the state field of a job row.
 type State string
 
-// The states of a job row. A row is in exactly the set its state names (Scheduled: schedule).
+// The states of a job row. A row is in exactly the set its state names (Scheduled: schedule;
+// Cancelling: active).
 const (
-	StatePending   State = "pending"
-	StateActive    State = "active"
+	// StatePending: waiting in pending to be claimed.
+	StatePending State = "pending"
+	// StateActive: claimed, in active until its lease deadline.
+	StateActive State = "active"
+	// StateScheduled: waiting in schedule for its run-at (a delayed job, or a retry's
+	// backoff).
 	StateScheduled State = "scheduled"
-	StateDead      State = "dead"
+	// StateDead: its attempts ran out, or it was refused a retry ([SkipRetry]) or cancelled
+	// while claimed; in dead until retried or purged.
+	StateDead State = "dead"
+	// StateCancelling: claimed, and cancelled by [Bus.Cancel] since: still in active with its
+	// lease, until its holder learns of it at its next heartbeat and fails it (or completes
+	// it, having finished first), or its lease runs out; it then goes to dead (or is retired).
+	StateCancelling State = "cancelling"
+	// StateRetired is no row's state: [Bus.Lookup] answers it for a job retired with a result
+	// that is still kept (its row is gone).
+	StateRetired State = "retired"
 )
 
 // Job is a claimed job: the lease holder's handle for complete, fail, extend and snooze.
@@ -152,10 +166,19 @@ func (b *Bus) heldQueue(op string, j Job) (keys.Queue, error) {
 type CompleteOpts struct {
 	// Ack is the durability the call waits for. Default Primary.
 	Ack Ack
+	// Result, with ResultTTL, is kept after the job is retired, for [Bus.Lookup] to read, at
+	// most [MaxResultSize] bytes. Default none. [Bus.CompleteMany] refuses it.
+	Result []byte
+	// ResultTTL is how long the result is kept (whole milliseconds, rounded up). Default 0:
+	// no result is kept, and nothing of the job remains.
+	ResultTTL time.Duration
 }
 
-// Complete retires a claimed job: its row is deleted and nothing of it remains. It answers a
-// *[StaleError] (ErrStale) and changes nothing when j.Token no longer holds the job.
+// Complete retires a claimed job: its row is deleted and nothing of it remains, unless
+// opts ask to keep a result (ResultTTL > 0): then the result stays readable by [Bus.Lookup]
+// until its TTL. A job cancelled while claimed ([StateCancelling]) is retired all the same:
+// its work was done. It answers a *[StaleError] (ErrStale) and changes nothing when j.Token no
+// longer holds the job.
 func (b *Bus) Complete(ctx context.Context, j Job, opts *CompleteOpts) error {
 	const op = "complete"
 	q, err := b.heldQueue(op, j)
@@ -163,15 +186,23 @@ func (b *Bus) Complete(ctx context.Context, j Job, opts *CompleteOpts) error {
 		return err
 	}
 	var ack *Ack
+	var result []byte
+	var ttl time.Duration
 	if opts != nil {
-		ack = &opts.Ack
+		ack, result, ttl = &opts.Ack, opts.Result, opts.ResultTTL
 	}
-	_, err = b.exec(ctx, b.completeRun(q, j), ack)
+	if err := resultArgs(op, j, result, ttl); err != nil {
+		return err
+	}
+	_, err = b.exec(ctx, b.completeRunWith(q, j, result, ttl), ack)
 	return errorFor(call{op, j.Queue, j.ID, j.Token}, err)
 }
 
-func (b *Bus) completeRun(q keys.Queue, j Job) lua.Run {
-	return lua.Run{Script: scComplete, Keys: keysOf(scComplete, q), Args: []string{j.ID.String(), itoa(j.Token)}}
+func (b *Bus) completeRun(q keys.Queue, j Job) lua.Run { return b.completeRunWith(q, j, nil, 0) }
+
+// completeRunWith is the complete of j, keeping result for ttl when ttl > 0.
+func (b *Bus) completeRunWith(q keys.Queue, j Job, result []byte, ttl time.Duration) lua.Run {
+	return lua.Run{Script: scComplete, Keys: keysOf(scComplete, q), Args: []string{j.ID.String(), itoa(j.Token), itoa(msCeil(ttl)), string(result)}}
 }
 
 // CompleteMany retires several claimed jobs of one queue in one call, each fenced by its own
@@ -197,6 +228,9 @@ func (b *Bus) CompleteMany(ctx context.Context, jobs []Job, opts *CompleteOpts) 
 	}
 	var ack *Ack
 	if opts != nil {
+		if opts.Result != nil || opts.ResultTTL != 0 {
+			return nil, fmt.Errorf("%w: %s: CompleteMany keeps no results; complete a job with a result by Complete", ErrInvalid, op)
+		}
 		ack = &opts.Ack
 	}
 	msg, err := b.exec(ctx, completeManyRun(q, jobs), ack)
@@ -285,6 +319,10 @@ type FailOpts struct {
 	// MaxAttempts, when > 0, overrides the queue's maximum for this call: the job goes to
 	// dead when its token (attempts) has reached it. 1 sends it to dead at once.
 	MaxAttempts int
+	// Error is the attempt's error text, recorded in the job's failure history (see
+	// [JobInfo].Failures), cut to [MaxFailureText] bytes on a UTF-8 boundary. Default "": the
+	// attempt is recorded with an empty text.
+	Error string
 	// Ack is the durability the call waits for. Default Primary.
 	Ack Ack
 }
@@ -297,8 +335,11 @@ type Outcome struct {
 
 // Fail hands a claimed job back after a failed attempt: into schedule after opts.Backoff, or
 // into dead when its attempts reached the maximum (opts.MaxAttempts, else the queue's, see
-// [Bus.SetMaxAttempts], else Config.MaxAttempts). It answers a *[StaleError] and changes
-// nothing when j.Token no longer holds the job.
+// [Bus.SetMaxAttempts], else Config.MaxAttempts). The attempt, its server time and
+// opts.Error join the job's failure history (the last [MaxFailures] are kept). A job
+// cancelled while claimed ([StateCancelling]) goes to dead whatever the options, its history
+// saying "cancelled". It answers a *[StaleError] and changes nothing when j.Token no longer
+// holds the job.
 func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) {
 	const op = "fail"
 	var o FailOpts
@@ -312,7 +353,7 @@ func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) 
 	if o.Backoff < 0 || o.MaxAttempts < 0 {
 		return Outcome{}, fmt.Errorf("%w: %s %s in queue %s: negative Backoff or MaxAttempts", ErrInvalid, op, j.ID, j.Queue)
 	}
-	args := []string{j.ID.String(), itoa(j.Token), itoa(msCeil(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts))}
+	args := []string{j.ID.String(), itoa(j.Token), itoa(msCeil(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts)), failureText(o.Error)}
 	msg, err := b.exec(ctx, lua.Run{Script: scFail, Keys: keysOf(scFail, q), Args: args}, &o.Ack)
 	return outcome(op, call{op, j.Queue, j.ID, j.Token}, msg, err)
 }

@@ -142,7 +142,7 @@ func TestProtocolContract(t *testing.T) {
 		la, lb := labels{}, labels{}
 		raw := map[string]rawScript{}
 		for _, name := range []string{"enqueue", "claim", "complete", "fail", "extend", "snooze", "promote", "reap",
-			"pause", "resume", "configure", "cancel", "retry", "purge", "counts", "lookup", "due", "completemany"} {
+			"pause", "resume", "configure", "cancel", "retry", "purge", "counts", "lookup", "due", "completemany", "browse"} {
 			raw[name] = loadRaw(t, c, name)
 		}
 		// The Go side's defaults, spelled as the raw side must pass them.
@@ -284,7 +284,16 @@ func TestProtocolContract(t *testing.T) {
 				s, _ := e.ToString()
 				got = append(got, s)
 			}
-			step("lookup "+label, []string{string(info.State), strconv.FormatInt(info.Attempts, 10), string(info.Payload), setName(info.Set)}, got)
+			// The failure history: attempt and text (the times are each side's own).
+			for _, e := range strs(a[5]) {
+				f := strings.SplitN(e, " ", 3)
+				got = append(got, f[0]+" "+f[2])
+			}
+			want := []string{string(info.State), strconv.FormatInt(info.Attempts, 10), string(info.Payload), setName(info.Set)}
+			for _, f := range info.Failures {
+				want = append(want, strconv.FormatInt(f.Attempt, 10)+" "+f.Error)
+			}
+			step("lookup "+label, want, got)
 		}
 
 		// Enqueue: a batch with an idempotency key used twice, then a job an hour out.
@@ -329,8 +338,29 @@ func TestProtocolContract(t *testing.T) {
 			rawLost = append(rawLost, s)
 		}
 		step("extend", goLost, rawLost)
-		step("complete with a wrong token", goErr(b.Complete(ctx, job("#0", 2), nil)), rawErr(second(rawFenced("complete", "#0", "2", nil))))
-		step("complete", goErr(b.Complete(ctx, job("#0", 1), nil)), rawErr(second(rawFenced("complete", "#0", "1", nil))))
+		// Browse active: the same jobs in the same order (deadline, then id), with tokens.
+		page, err := b.Browse(ctx, qa, &bus.BrowseOpts{Set: keys.Active})
+		require.NoError(t, err)
+		var goPage []string
+		for _, e := range page.Entries {
+			goPage = append(goPage, la.of(e.ID.String())+" "+strconv.FormatInt(e.Token, 10))
+		}
+		m, err = raw["browse"].call(t, c, qb, map[string]string{"set": "0", "newest": "0", "limit": "100", "after_score": "0", "after_id": ""})
+		require.NoError(t, err)
+		a, err = m.ToArray()
+		require.NoError(t, err)
+		entries, err := a[1].ToArray()
+		require.NoError(t, err)
+		var rawPage []string
+		for i := 0; i < len(entries); i += 3 {
+			id, _ := entries[i].ToString()
+			tok, _ := entries[i+2].AsInt64()
+			rawPage = append(rawPage, lb.of(id)+" "+strconv.FormatInt(tok, 10))
+		}
+		step("browse active", goPage, rawPage)
+		noResult := map[string]string{"result_ttl_ms": "0", "result": ""}
+		step("complete with a wrong token", goErr(b.Complete(ctx, job("#0", 2), nil)), rawErr(second(rawFenced("complete", "#0", "2", noResult))))
+		step("complete", goErr(b.Complete(ctx, job("#0", 1), nil)), rawErr(second(rawFenced("complete", "#0", "1", noResult))))
 		// A batch of stale completes: both refused, by position, nothing written.
 		goRefused, err := b.CompleteMany(ctx, []bus.Job{job("#0", 1), job("#2", 2)}, nil)
 		require.NoError(t, err)
@@ -359,8 +389,8 @@ func TestProtocolContract(t *testing.T) {
 		step("completemany stale", goMany, rawMany)
 
 		// Fail back to pending, claim again (token 2), snooze back to pending.
-		step("fail", goWhere(b.Fail(ctx, job("#1", 1), nil)),
-			where(rawFenced("fail", "#1", "1", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})))
+		step("fail", goWhere(b.Fail(ctx, job("#1", 1), &bus.FailOpts{Error: "first"})),
+			where(rawFenced("fail", "#1", "1", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts), "error": "first"})))
 		step("claim again", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
 		step("snooze", goWhere(b.Snooze(ctx, job("#1", 2), 0, nil)), where(rawFenced("snooze", "#1", "2", map[string]string{"delay_ms": "0"})))
 
@@ -399,8 +429,8 @@ func TestProtocolContract(t *testing.T) {
 		step("cancel again", goErr(second(b.Cancel(ctx, qa, job("#2", 1).ID))), rawErr(second(raw["cancel"].call(t, c, qb, map[string]string{"id": idOf(lb, "#2")}))))
 		step("configure", goErr(b.SetMaxAttempts(ctx, qa, 1)), rawErr(second(raw["configure"].call(t, c, qb, map[string]string{"max_attempts": "1"}))))
 		step("claim 4th", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
-		step("fail to dead", goWhere(b.Fail(ctx, job("#1", 4), nil)),
-			where(rawFenced("fail", "#1", "4", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})))
+		step("fail to dead", goWhere(b.Fail(ctx, job("#1", 4), &bus.FailOpts{Error: "fourth"})),
+			where(rawFenced("fail", "#1", "4", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts), "error": "fourth"})))
 		lookup("#1")
 		counts()
 
@@ -413,8 +443,8 @@ func TestProtocolContract(t *testing.T) {
 		}())
 		lookup("#1")
 		step("claim 5th", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
-		step("fail to dead again", goWhere(b.Fail(ctx, job("#1", 5), nil)),
-			where(rawFenced("fail", "#1", "5", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts)})))
+		step("fail to dead again", goWhere(b.Fail(ctx, job("#1", 5), &bus.FailOpts{Error: "fifth"})),
+			where(rawFenced("fail", "#1", "5", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts), "error": "fifth"})))
 		goPurged, err := b.PurgeDead(ctx, qa, &bus.PurgeOpts{Limit: 10})
 		require.NoError(t, err)
 		m, err = raw["purge"].call(t, c, qb, map[string]string{"limit": "10"})

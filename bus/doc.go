@@ -15,6 +15,8 @@
 //	emq:{q}:meta       paused, max_attempts
 //	emq:{q}:wake       a short list of wake-up markers (see below)
 //	emq:{q}:job:<id>   the row: exactly state, attempts, payload
+//	emq:{q}:errors:<id> the job's failure history, beside the row (never in it)
+//	emq:{q}:result:<id> a retired job's result, only when its completion asked, with a TTL
 //	emq:{q}:uniq:<key> an idempotency guard holding the first job's id, with a TTL
 //
 // Ids are JOB ids minted by the client ([keys.NewJobID]), so an id carries its mint time and
@@ -23,6 +25,15 @@
 // inside its script that the row is active and holds the caller's token, and otherwise
 // changes nothing and answers [ErrStale] (a *[StaleError] with the reason). A holder whose
 // lease ran out is fenced the moment [Bus.Reap] hands the job to the next claim.
+//
+// A row's state is pending, active, scheduled or dead, each in the set it names, or
+// cancelling: a claimed job that [Bus.Cancel] cancelled, still in active until its holder
+// stops it at its next heartbeat (cause [ErrCancelled]) and it goes to dead. Each failed
+// attempt (a handler's error, an expired lease, a cancel) joins the job's failure history,
+// the last [MaxFailures] kept, until the job is retired or purged; [Bus.Lookup] reads it as
+// [JobInfo].Failures. Completion retires the row and nothing remains, unless it asked to keep
+// a result ([CompleteOpts].ResultTTL, [HandlerOpts].ResultTTL with [SetResult]): Lookup then
+// answers the result as a job in [StateRetired] until its TTL.
 //
 // # One complete flow
 //
@@ -51,11 +62,13 @@
 //	b.Reap(ctx, "emails", nil)
 //	b.Promote(ctx, "emails", nil)
 //
-//	// Operators: counts, browsing, one job, dead-letter handling, pause.
+//	// Operators: counts, browsing, one job and why it died, dead-letter handling, pause.
 //	counts, _ := b.Counts(ctx, "emails")
 //	page, _ := b.Browse(ctx, "emails", &bus.BrowseOpts{Set: keys.Dead, Newest: true})
-//	info, _ := b.Lookup(ctx, "emails", page.IDs[0])
+//	info, _ := b.Lookup(ctx, "emails", page.IDs[0]) // info.Failures: attempt, time, error
 //	b.RetryDead(ctx, "emails", info.ID)
+//	running, _ := b.Browse(ctx, "emails", &bus.BrowseOpts{Set: keys.Active}) // deadline, token
+//	b.Cancel(ctx, "emails", running.IDs[0]) // its worker stops it at the next heartbeat
 //	b.Pause(ctx, "emails")
 //
 //	// Topics: every subscriber hears every message published while it is subscribed.
@@ -97,18 +110,20 @@
 // slots and prefetch buffer (WorkerConfig.Prefetch, none by default). One goroutine decides
 // what to send, in pipelined round trips: the outcomes of the handlers that finished, the
 // heartbeat (one extend for every lease held, on one timer; a lost lease cancels the
-// handler's context with cause [ErrLeaseLost]), housekeeping (a bounded reap and promote on a
-// jittered timer, in every worker, with no leader) and the claim for the free slots. The
-// completes and the claim go in one completeclaim script call, each finished job fenced by its
-// own token, so a busy worker completes and claims in one call of one round trip. Two round
-// trips are in flight at once: the next is built and sent while the previous is on the
-// server, and replies are applied in the order their round trips were sent. Handlers run on a
-// pool of Concurrency goroutines that take claimed jobs in claim order by themselves; a
-// kind's timeout is a deadline on the handler's context (ctx.Deadline reports it) enforced by
-// one timer for the whole worker. Idle, it
-// blocks on the wake list with BLPOP on a connection of its own (valkey-go's blocking pool, so
-// the shared pipeline never stalls) and arms a timer for the earliest scheduled run-at, read
-// on the server's clock ([Bus.NextDue]); it never polls on a fixed sleep. A job another
+// handler's context with cause [ErrLeaseLost], a cancelled job with cause [ErrCancelled], and
+// a job of either kind still waiting in the prefetch buffer never runs), housekeeping (a
+// bounded reap and promote on a jittered timer, in every worker, with no leader) and the claim
+// for the free slots. The completes and the claim go in one completeclaim script call, each
+// finished job fenced by its own token, so a busy worker completes and claims in one call of
+// one round trip; a job that keeps a result ([SetResult]) has a complete of its own beside
+// it. Two round trips are in flight at once: the next is built and sent while the previous is
+// on the server, and replies are applied in the order their round trips were sent. Handlers
+// run on a pool of Concurrency goroutines that take claimed jobs in claim order by
+// themselves; a kind's timeout is a deadline on the handler's context (ctx.Deadline reports
+// it) enforced by one timer for the whole worker. Idle, it blocks on the wake list with BLPOP
+// on a connection of its own (valkey-go's blocking pool, so the shared pipeline never stalls)
+// and arms a timer for the earliest scheduled run-at, read on the server's clock
+// ([Bus.NextDue]); it never polls on a fixed sleep. A job another
 // process schedules before that run-at (or into an empty schedule) wakes one idle worker with
 // the marker "s", and it reads the schedule's head again: the job runs at its run-at.
 //
@@ -188,8 +203,8 @@
 //
 // Script errors arrive as the package's errors: [ErrStale], [ErrPaused], [ErrNotFound],
 // [ErrState], [ErrInvalid] (names and ids also match keys.ErrInvalid), [ErrTooLarge],
-// [ErrWrongType], [ErrExists], [ErrNotDurable], [ErrNoSchedule]. Every script checks all its preconditions
-// before its first write, so a refused call wrote nothing.
+// [ErrWrongType], [ErrExists], [ErrNotDurable], [ErrNoSchedule], [ErrCancelled]. Every script
+// checks all its preconditions before its first write, so a refused call wrote nothing.
 //
 // # The protocol is the contract
 //

@@ -149,8 +149,11 @@ func compare(a, b string) int {
 }
 
 // TestRowShape walks one job through every state: the row has exactly the three fields at
-// each; pending and dead scores are 0; an active score is the server's TIME at the claim plus
-// the lease; a schedule score is the run-at.
+// each (pending, active, scheduled, dead, cancelling), whatever lives beside it (its failure
+// history, its result); pending and dead scores are 0; an active score is the server's TIME
+// at the claim plus the lease, and cancelling keeps it; a schedule score is the run-at. The
+// keys of the job are its row and its history while it lives, and only its result once it is
+// retired with one.
 func TestRowShape(t *testing.T) {
 	t.Parallel()
 	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
@@ -212,5 +215,68 @@ func TestRowShape(t *testing.T) {
 			_, ok := score(t, c, k, id)
 			require.False(t, ok, "only dead holds it, not %s", k)
 		}
+		// Beside the row, never in it: the failure history, a list of the two failures.
+		rowKey, err := q.Job(id)
+		require.NoError(t, err)
+		errKey, err := q.Errors(id)
+		require.NoError(t, err)
+		resKey, err := q.Result(id)
+		require.NoError(t, err)
+		jobKeys := func() []string {
+			t.Helper()
+			ks := scanAll(t, c, id.String())
+			slices.Sort(ks)
+			return ks
+		}
+		require.Equal(t, []string{errKey, rowKey}, jobKeys())
+		n, err := c.Do(ctx, c.B().Llen().Key(errKey).Build()).AsInt64()
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n)
+
+		// Retried, claimed, cancelled while claimed: cancelling keeps the lease and the shape.
+		_, err = b.RetryDead(ctx, name, id)
+		require.NoError(t, err)
+		shape("pending", 2)
+		jobs, err = b.Claim(ctx, name, &bus.ClaimOpts{Lease: lease})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		shape("active", 3)
+		deadline, ok := score(t, c, q.Active(), id)
+		require.True(t, ok)
+		state, err := b.Cancel(ctx, name, id)
+		require.NoError(t, err)
+		require.Equal(t, bus.StateActive, state)
+		shape("cancelling", 3)
+		s, ok = score(t, c, q.Active(), id)
+		require.True(t, ok)
+		require.Equal(t, deadline, s, "cancelling keeps the lease deadline")
+		_, err = b.Extend(ctx, jobs[0], nil)
+		require.ErrorIs(t, err, bus.ErrCancelled)
+		shape("cancelling", 3)
+		out, err = b.Fail(ctx, jobs[0], &bus.FailOpts{Backoff: time.Hour, Error: "stopped"})
+		require.NoError(t, err)
+		require.Equal(t, bus.StateDead, out.State, "a cancelled job goes to dead, whatever the backoff")
+		shape("dead", 3)
+		info, err = b.Lookup(ctx, name, id)
+		require.NoError(t, err)
+		require.Len(t, info.Failures, 3)
+		require.Equal(t, "cancelled", info.Failures[2].Error)
+
+		// Retried again and completed with a result: the row and the history go, the result
+		// alone remains.
+		_, err = b.RetryDead(ctx, name, id)
+		require.NoError(t, err)
+		shape("pending", 3)
+		jobs, err = b.Claim(ctx, name, nil)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		shape("active", 4)
+		require.NoError(t, b.Complete(ctx, jobs[0], &bus.CompleteOpts{Result: []byte("done"), ResultTTL: time.Minute}))
+		require.Equal(t, []string{resKey}, jobKeys(), "retired: only the result it asked for")
+		info, err = b.Lookup(ctx, name, id)
+		require.NoError(t, err)
+		require.Equal(t, bus.StateRetired, info.State)
+		require.Equal(t, int64(4), info.Attempts)
+		require.Equal(t, []byte("done"), info.Result)
 	})
 }

@@ -22,9 +22,15 @@ var (
 	ErrPaused = errors.New("bus: queue paused")
 	// ErrNotFound: the job has no row in the queue.
 	ErrNotFound = errors.New("bus: no such job")
-	// ErrState: an operator verb met a job in a state it does not apply to (cancel of an
-	// active job, retry of a job that is not dead). The error is a *[StateError].
+	// ErrState: an operator verb met a job in a state it does not apply to (cancel of a dead
+	// job, retry of a job that is not dead). The error is a *[StateError].
 	ErrState = errors.New("bus: job in the wrong state")
+	// ErrCancelled: the job was cancelled by [Bus.Cancel] while it was claimed. It is the
+	// cause (context.Cause) of a worker's handler context cancelled for that reason, at the
+	// heartbeat after the cancel; the job then goes to dead, its failure history saying
+	// "cancelled", and is not retried. A *[StaleError] whose Reason is [Cancelled] matches it
+	// too (an extend of a cancelled job).
+	ErrCancelled = errors.New("bus: job cancelled")
 	// ErrInvalid: a name, id, key or argument is not valid. Nothing was written. Errors about
 	// names and ids also match keys.ErrInvalid.
 	ErrInvalid = errors.New("bus: invalid")
@@ -51,6 +57,9 @@ const (
 	NoRow         StaleReason = "no row"         // the row is gone: the job was completed, cancelled or purged
 	NotActive     StaleReason = "not active"     // the job is no longer claimed: reaped, failed, snoozed or dead
 	TokenMismatch StaleReason = "token mismatch" // another claim minted a newer token: the lease was lost
+	// Cancelled: an extend found the caller's job cancelled while claimed ([Bus.Cancel]): the
+	// lease was not renewed; the holder should stop and fail the job (it goes to dead).
+	Cancelled StaleReason = "cancelled"
 )
 
 // StaleError is the Go face of the scripts' EMQSTALE reply: the caller's token no longer
@@ -68,8 +77,11 @@ func (e *StaleError) Error() string {
 	return fmt.Sprintf("bus: stale: %s %s (token %d) in queue %s: %s", e.Op, e.ID, e.Token, e.Queue, e.Reason)
 }
 
-// Is makes errors.Is(err, ErrStale) true.
-func (e *StaleError) Is(target error) bool { return target == ErrStale }
+// Is makes errors.Is(err, ErrStale) true, and errors.Is(err, ErrCancelled) when the reason is
+// [Cancelled].
+func (e *StaleError) Is(target error) bool {
+	return target == ErrStale || target == ErrCancelled && e.Reason == Cancelled
+}
 
 // StateError says an operator verb met a job in a state it does not apply to.
 type StateError struct {

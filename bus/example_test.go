@@ -187,8 +187,8 @@ func ExampleBus_Fail() {
 	// pending 0, dead 1
 }
 
-// The operator's verbs: counts, browsing the dead set newest-first, one job's row, and
-// bringing dead jobs back.
+// The operator's verbs: counts, browsing the dead set newest-first, one job's row and why it
+// died, and bringing dead jobs back.
 func ExampleBus_RetryDead() {
 	ctx := context.Background()
 	b, queue, closeClient := exampleBus("invoices")
@@ -203,7 +203,7 @@ func ExampleBus_RetryDead() {
 		if err != nil {
 			panic(err)
 		}
-		if _, err := b.Fail(ctx, jobs[0], &bus.FailOpts{MaxAttempts: 1}); err != nil {
+		if _, err := b.Fail(ctx, jobs[0], &bus.FailOpts{MaxAttempts: 1, Error: "no such customer in " + p}); err != nil {
 			panic(err)
 		}
 	}
@@ -223,6 +223,9 @@ func ExampleBus_RetryDead() {
 			panic(err)
 		}
 		fmt.Printf("%s: %s after %d attempt(s)\n", info.Payload, info.State, info.Attempts)
+		for _, f := range info.Failures {
+			fmt.Printf("  attempt %d: %s\n", f.Attempt, f.Error)
+		}
 	}
 
 	n, err := b.RetryDead(ctx, queue, page.IDs...)
@@ -237,6 +240,8 @@ func ExampleBus_RetryDead() {
 	// Output:
 	// pending 0, dead 2
 	// invoice 2: dead after 1 attempt(s)
+	//   attempt 1: no such customer in invoice 2
 	// invoice 1: dead after 1 attempt(s)
+	//   attempt 1: no such customer in invoice 1
 	// retried 2: pending 2, dead 0
 }

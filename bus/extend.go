@@ -22,7 +22,9 @@ type ExtendOpts struct {
 }
 
 // Extend renews the lease of a claimed job and returns its new deadline (server clock). It
-// answers a *[StaleError] and changes nothing when j.Token no longer holds the job.
+// answers a *[StaleError] and changes nothing when j.Token no longer holds the job, or when
+// the job was cancelled ([Bus.Cancel]; Reason [Cancelled], matching [ErrCancelled]): the
+// holder should then stop and fail it.
 func (b *Bus) Extend(ctx context.Context, j Job, opts *ExtendOpts) (time.Time, error) {
 	deadline, lost, err := b.ExtendMany(ctx, []Job{j}, opts)
 	if err != nil {

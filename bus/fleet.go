@@ -94,7 +94,7 @@ func workerStatsReply(queue string, msg valkey.ValkeyMessage) (FleetStats, error
 			Stats: WorkerStats{
 				Queue: queue, Running: s.Running, Claimed: s.Claimed, Completed: s.Completed,
 				Failed: s.Failed, Retried: s.Retried, Dead: s.Dead, Snoozed: s.Snoozed,
-				HandedBack: s.HandedBack, Stale: s.Stale, LeaseLost: s.LeaseLost,
+				HandedBack: s.HandedBack, Stale: s.Stale, LeaseLost: s.LeaseLost, Cancelled: s.Cancelled,
 				RoundTrips: s.RoundTrips, RoundTripTime: time.Duration(s.RoundTripUS) * time.Microsecond,
 			},
 		}
@@ -118,6 +118,7 @@ func (s WorkerStats) add(o WorkerStats) WorkerStats {
 	s.HandedBack += o.HandedBack
 	s.Stale += o.Stale
 	s.LeaseLost += o.LeaseLost
+	s.Cancelled += o.Cancelled
 	s.RoundTrips += o.RoundTrips
 	s.RoundTripTime += o.RoundTripTime
 	return s
@@ -125,7 +126,7 @@ func (s WorkerStats) add(o WorkerStats) WorkerStats {
 
 // WorkerRates are a fleet's counters per second between two reads ([FleetStats.Rates]).
 type WorkerRates struct {
-	Claimed, Completed, Failed, Retried, Dead, Snoozed, HandedBack, Stale, LeaseLost float64
+	Claimed, Completed, Failed, Retried, Dead, Snoozed, HandedBack, Stale, LeaseLost, Cancelled float64
 	// Workers is how many workers the rates cover: those in both reads, with a newer
 	// snapshot in the later one and no counter that went down (a worker id restarted).
 	Workers int
@@ -149,7 +150,8 @@ func (s FleetStats) Rates(prev FleetStats) WorkerRates {
 		}
 		a, b := p.Stats, r.Stats
 		d := []int64{b.Claimed - a.Claimed, b.Completed - a.Completed, b.Failed - a.Failed, b.Retried - a.Retried,
-			b.Dead - a.Dead, b.Snoozed - a.Snoozed, b.HandedBack - a.HandedBack, b.Stale - a.Stale, b.LeaseLost - a.LeaseLost}
+			b.Dead - a.Dead, b.Snoozed - a.Snoozed, b.HandedBack - a.HandedBack, b.Stale - a.Stale, b.LeaseLost - a.LeaseLost,
+			b.Cancelled - a.Cancelled}
 		reset := false
 		for _, x := range d {
 			reset = reset || x < 0
@@ -167,6 +169,7 @@ func (s FleetStats) Rates(prev FleetStats) WorkerRates {
 		out.HandedBack += float64(d[6]) / dt
 		out.Stale += float64(d[7]) / dt
 		out.LeaseLost += float64(d[8]) / dt
+		out.Cancelled += float64(d[9]) / dt
 	}
 	return out
 }

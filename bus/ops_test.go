@@ -290,20 +290,34 @@ func TestCancel(t *testing.T) {
 			require.Equal(t, tc.want, got, tc.name)
 			require.Empty(t, scanAll(t, c, tc.id.String()), "%s: nothing remains", tc.name)
 		}
-		for _, tc := range []struct {
-			name string
-			id   keys.JobID
-			want bus.State
-		}{{"active", active.ID, bus.StateActive}, {"dead", dead.ID, bus.StateDead}} {
-			before := row(t, c, q, tc.id)
-			_, err := b.Cancel(ctx, name, tc.id)
-			var se *bus.StateError
-			require.ErrorAs(t, err, &se, tc.name)
-			require.ErrorIs(t, err, bus.ErrState, tc.name)
-			require.Equal(t, tc.want, se.State, tc.name)
-			require.Equal(t, tc.id, se.ID, tc.name)
-			require.Equal(t, before, row(t, c, q, tc.id), "%s: untouched", tc.name)
-		}
+		// A claimed job is marked cancelling in place; a second cancel changes nothing.
+		got, err := b.Cancel(ctx, name, active.ID)
+		require.NoError(t, err)
+		require.Equal(t, bus.StateActive, got)
+		require.Equal(t, map[string]string{"state": "cancelling", "attempts": "1", "payload": "a"}, row(t, c, q, active.ID))
+		got, err = b.Cancel(ctx, name, active.ID)
+		require.NoError(t, err)
+		require.Equal(t, bus.StateCancelling, got)
+		info, err := b.Lookup(ctx, name, active.ID)
+		require.NoError(t, err)
+		require.Equal(t, bus.StateCancelling, info.State)
+		require.Equal(t, keys.Active, info.Set)
+		// Its holder's extend is refused as cancelled.
+		_, err = b.Extend(ctx, jobs[1], nil)
+		require.ErrorIs(t, err, bus.ErrStale)
+		require.ErrorIs(t, err, bus.ErrCancelled)
+		var stale *bus.StaleError
+		require.ErrorAs(t, err, &stale)
+		require.Equal(t, bus.Cancelled, stale.Reason)
+
+		before := row(t, c, q, dead.ID)
+		_, err = b.Cancel(ctx, name, dead.ID)
+		var se *bus.StateError
+		require.ErrorAs(t, err, &se)
+		require.ErrorIs(t, err, bus.ErrState)
+		require.Equal(t, bus.StateDead, se.State)
+		require.Equal(t, dead.ID, se.ID)
+		require.Equal(t, before, row(t, c, q, dead.ID), "dead: untouched")
 		_, err = b.Cancel(ctx, name, keys.NewJobID())
 		require.ErrorIs(t, err, bus.ErrNotFound)
 	})
@@ -414,8 +428,8 @@ func TestBrowse(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, batches[4], p.IDs)
 
-		_, err = b.Browse(ctx, name, &bus.BrowseOpts{Set: keys.Active})
-		require.ErrorIs(t, err, bus.ErrInvalid)
+		_, err = b.Browse(ctx, name, &bus.BrowseOpts{Set: keys.Meta})
+		require.ErrorIs(t, err, bus.ErrInvalid, "meta is not a set of jobs")
 	})
 }
 

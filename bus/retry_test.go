@@ -39,7 +39,7 @@ func TestRetries(t *testing.T) {
 		res := c.DoMulti(ctx,
 			c.B().Eval().Script(lua.Get("fail").Source).Numkeys(6).
 				Key(q.Active(), q.Schedule(), q.Pending(), q.Dead(), q.Meta(), q.Wake()).
-				Arg(jobs[0].ID.String(), "1", "100", "0", strconv.Itoa(bus.DefaultMaxAttempts)).Build(),
+				Arg(jobs[0].ID.String(), "1", "100", "0", strconv.Itoa(bus.DefaultMaxAttempts), "attempt 1").Build(),
 			c.B().Eval().Script(lua.Get("claim").Source).Numkeys(4).
 				Key(q.Pending(), q.Active(), q.Schedule(), q.Meta()).Arg("30000", "1", "100").Build())
 		failed, err := res[0].ToArray()
@@ -99,6 +99,13 @@ func TestRetries(t *testing.T) {
 		require.Equal(t, 1, n)
 		info, err := b.Lookup(ctx, name, enq.ID)
 		require.NoError(t, err)
+		// The failure history is kept: one entry per failed attempt, the raw fail's text first.
+		require.Len(t, info.Failures, 3)
+		for i, want := range []string{"attempt 1", "", ""} {
+			require.Equal(t, int64(i+1), info.Failures[i].Attempt)
+			require.Equal(t, want, info.Failures[i].Error)
+		}
+		info.Failures = nil
 		require.Equal(t, bus.JobInfo{ID: enq.ID, State: bus.StatePending, Attempts: 3, Payload: []byte("retry"), Set: keys.Pending}, info, "back in pending, attempts kept")
 
 		// Kept attempts mean the next failure is final again.

@@ -33,12 +33,13 @@ var (
 	scCounts        = lua.Get("counts")
 	scLookup        = lua.Get("lookup")
 	scDue           = lua.Get("due")
+	scBrowse        = lua.Get("browse")
 )
 
 // scriptKeys is each bus script's KEYS, in header order, read from the headers themselves, so
 // the Go side cannot drift from the protocol.
 var scriptKeys = headerKeys(scEnqueue, scClaim, scComplete, scCompleteMany, scCompleteClaim, scFail, scExtend, scSnooze,
-	scPromote, scReap, scPause, scResume, scConfigure, scCancel, scRetry, scPurge, scCounts, scLookup, scDue)
+	scPromote, scReap, scPause, scResume, scConfigure, scCancel, scRetry, scPurge, scCounts, scLookup, scDue, scBrowse)
 
 // headerKeys parses the grammar form of each script's declared KEYS (emq:{<q>}:pending) into
 // its type. The bundle is compiled in, so a header that does not parse is a bug and panics.

@@ -30,5 +30,5 @@ func TestScriptKeysMatchHeaders(t *testing.T) {
 		require.True(t, ok, "%s is a queue script the bus does not know", s.Name)
 		require.Equal(t, want, declared, s.Name)
 	}
-	require.Len(t, scriptKeys, 19)
+	require.Len(t, scriptKeys, 20)
 }

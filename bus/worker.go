@@ -170,10 +170,13 @@ func (c WorkerConfig) validate() error {
 // holds with one batched extend per heartbeat, and sends each outcome (complete, retry with
 // backoff, dead, snooze) in the round trip of the next claim, completes and claim in one
 // script call. Up to two round trips are in flight at once: the next goes out while the
-// previous is answered, and replies are applied in the order their round trips were sent. Idle, it blocks on the queue's wake list
-// and wakes at the earliest scheduled run-at, one that another process's enqueue moved
-// earlier included (the "s" marker); it never polls on a fixed sleep. It reaps and
-// promotes its queue on a timer. See the package doc for a complete flow.
+// previous is answered, and replies are applied in the order their round trips were sent.
+// A job cancelled while it is held ([Bus.Cancel]) has its handler's context cancelled at the
+// next heartbeat (cause [ErrCancelled]), or never starts when it still waits in the prefetch
+// buffer, and goes to dead. Idle, it blocks on the queue's wake list and wakes at the earliest
+// scheduled run-at, one that another process's enqueue moved earlier included (the "s"
+// marker); it never polls on a fixed sleep. It reaps and promotes its queue on a timer. See
+// the package doc for a complete flow.
 type Worker struct {
 	b   *Bus
 	q   keys.Queue
@@ -207,8 +210,8 @@ type Worker struct {
 
 	busy  atomic.Int64 // handlers running, for Stats
 	stats struct {
-		claimed, completed, failed, retried, dead, snoozed, handedBack, stale, leaseLost atomic.Int64
-		roundTrips, roundTripNanos                                                       atomic.Int64
+		claimed, completed, failed, retried, dead, snoozed, handedBack, stale, leaseLost, cancelled atomic.Int64
+		roundTrips, roundTripNanos                                                                  atomic.Int64
 	}
 }
 
@@ -224,6 +227,7 @@ type handler struct {
 	backoff     func(int64) time.Duration
 	lease       time.Duration
 	timeout     time.Duration // 0: none
+	resultTTL   time.Duration // 0: keeps no results
 }
 
 // NewWorker returns a worker of cfg.Queue over b. Register handlers ([Handle], [HandleRaw]),
@@ -269,7 +273,7 @@ func (w *Worker) register(kind string, opts *HandlerOpts, build func(*handler) h
 	if err := o.validate(kind, w.cfg); err != nil {
 		return err
 	}
-	h := &handler{kind: kind, codec: o.Codec, maxAttempts: o.MaxAttempts, backoff: o.Backoff, lease: o.Lease, timeout: max(o.Timeout, 0)}
+	h := &handler{kind: kind, codec: o.Codec, maxAttempts: o.MaxAttempts, backoff: o.Backoff, lease: o.Lease, timeout: max(o.Timeout, 0), resultTTL: o.ResultTTL}
 	h.fn = w.wrap(kind, build(h), o.Middleware)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -388,6 +392,7 @@ func (w *Worker) Stats() WorkerStats {
 		Claimed:   s.claimed.Load(),
 		Completed: s.completed.Load(), Failed: s.failed.Load(), Retried: s.retried.Load(), Dead: s.dead.Load(),
 		Snoozed: s.snoozed.Load(), HandedBack: s.handedBack.Load(), Stale: s.stale.Load(), LeaseLost: s.leaseLost.Load(),
+		Cancelled:  s.cancelled.Load(),
 		RoundTrips: s.roundTrips.Load(), RoundTripTime: time.Duration(s.roundTripNanos.Load()),
 	}
 }

@@ -35,9 +35,14 @@ const (
 	// JobLeaseLost: a heartbeat's extend answered EMQSTALE: the handler's context was
 	// cancelled (cause [ErrLeaseLost]) and its outcome will not be sent.
 	JobLeaseLost
+	// JobCancelled: a heartbeat found the job cancelled ([Bus.Cancel]): the handler's context
+	// was cancelled (cause [ErrCancelled]), or, when the job still waited for a pool goroutine
+	// (WorkerConfig.Prefetch), its handler will not run; when it returns (at once for one that
+	// never ran), the job goes to dead (JobDead), or is retired if the handler returned nil.
+	JobCancelled
 )
 
-var eventNames = [...]string{"", "claimed", "extended", "completed", "retried", "dead", "snoozed", "handed back", "stale", "lease lost"}
+var eventNames = [...]string{"", "claimed", "extended", "completed", "retried", "dead", "snoozed", "handed back", "stale", "lease lost", "cancelled"}
 
 // String is the event's name.
 func (t JobEventType) String() string {
@@ -77,6 +82,8 @@ type WorkerStats struct {
 	// Stale counts completes, fails and snoozes answered EMQSTALE; LeaseLost, jobs whose
 	// heartbeat found the lease lost.
 	Stale, LeaseLost int64
+	// Cancelled counts jobs whose heartbeat found them cancelled ([Bus.Cancel]).
+	Cancelled int64
 	// RoundTrips counts the pipelines the worker sent (claims, outcomes, heartbeats and
 	// housekeeping ride in them); RoundTripTime is the time they spent in flight, added up.
 	// RoundTripTime over a span of wall time is the mean number of round trips in flight

@@ -36,16 +36,18 @@ type inflight struct {
 	dropped  bool           // taken back by the loop before a pool goroutine took it
 	expired  bool           // the handler ran past its timeout: its lease is no longer renewed
 	heapSlot int            // its index in the executor's deadline heap; -1 when not in it
+	result   *resultSlot    // where SetResult puts the result; nil unless the kind keeps results
 
 	// Set by the handler's goroutine before the loop takes the return.
 	err error
 	dur time.Duration
 
 	// Loop state.
-	preErr   error // no envelope or no handler: the handler never ran
-	handBack bool  // the handler never ran and the job goes back to pending (ClaimAck, Close)
-	returned bool  // the loop took the handler's return (or nothing is to run)
-	lost     bool  // a heartbeat found the lease lost
+	preErr    error // no envelope or no handler: the handler never ran
+	handBack  bool  // the handler never ran and the job goes back to pending (ClaimAck, Close)
+	returned  bool  // the loop took the handler's return (or nothing is to run)
+	lost      bool  // a heartbeat found the lease lost
+	cancelled bool  // a heartbeat found the job cancelled: its handler is stopped (or never runs), a failure goes to dead
 }
 
 // timedOut reports whether the handler ran past its timeout: its lease is no longer renewed.
@@ -138,8 +140,9 @@ func (ex *executor) serve() {
 }
 
 // startLocked gives r its context: a root of its own, cancelled by the loop (lease lost,
-// Close's deadline) or by the deadline heap (timeout). A timeout is a deadline the context
-// reports, not a timer of its own: one timer serves every handler of the worker.
+// cancelled, Close's deadline) or by the deadline heap (timeout), carrying the result slot
+// when the kind keeps results. A timeout is a deadline the context reports, not a timer of
+// its own: one timer serves every handler of the worker.
 func (ex *executor) startLocked(r *inflight) {
 	r.started = true
 	r.since = time.Now()
@@ -149,6 +152,7 @@ func (ex *executor) startLocked(r *inflight) {
 		parent = &r.parent
 	}
 	r.ctx, r.cancel = context.WithCancelCause(parent)
+	r.withResult()
 	if r.h.timeout > 0 {
 		ex.dl.add(r)
 	}
@@ -204,18 +208,19 @@ func (ex *executor) close() {
 // says why there is nothing to run.
 func (w *Worker) route(j Job, idStr string) *inflight {
 	r := &inflight{job: j, idStr: idStr, lease: w.cfg.Lease, heapSlot: -1}
-	n := envelopeKindLen(j.Payload)
+	start, n := envelopeKind(j.Payload) // past a header block, if any
 	if n == 0 {
 		r.preErr = fmt.Errorf("%w: job %s", ErrNoEnvelope, j.ID)
 		return r
 	}
-	r.h = w.handlers[string(j.Payload[:n])]
+	kind := j.Payload[start : start+n]
+	r.h = w.handlers[string(kind)]
 	if r.h == nil {
-		r.kind = string(j.Payload[:n])
+		r.kind = string(kind)
 		r.preErr = fmt.Errorf("%w: kind %s, job %s", ErrUnknownKind, r.kind, j.ID)
 		return r
 	}
-	r.kind, r.lease, r.body = r.h.kind, r.h.lease, j.Payload[n+1:]
+	r.kind, r.lease, r.body = r.h.kind, r.h.lease, j.Payload[start+n+1:]
 	return r
 }
 

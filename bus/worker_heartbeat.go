@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/echocache/echocache/keys"
@@ -37,7 +38,7 @@ func (l *loop) leaseGroups(now time.Time) []*leaseGroup {
 	l.ex.mu.Lock() // the handlers' start and timeout marks
 	defer l.ex.mu.Unlock()
 	for r := range l.held {
-		if r.lost || r.returned || r.timedOut(now) {
+		if r.lost || r.cancelled || r.returned || r.timedOut(now) {
 			continue
 		}
 		var g *leaseGroup
@@ -84,16 +85,24 @@ func (l *loop) extendStep(g *leaseGroup) step {
 }
 
 // extended applies one extend's reply: each lost lease cancels its handler (or drops its job
-// before it starts); the other jobs were renewed. A job whose handler returned since the extend
-// was sent is left to its outcome, which may have retired it already: its fence answers for it.
+// before it starts), and so does each job found cancelled (whose dropped job is failed
+// instead); the other jobs were renewed. A job whose handler returned since the extend was sent
+// is left to its outcome, which may have retired it already: its fence answers for it.
 func (l *loop) extended(g *leaseGroup, lost []*StaleError) {
 	gone := make(map[keys.JobID]bool, len(lost))
 	for _, e := range lost {
 		gone[e.ID] = true
-		if r := g.ids[e.ID]; r != nil && !r.lost && !r.returned {
-			if _, held := l.held[r]; held {
-				l.lostLease(r, e)
-			}
+		r := g.ids[e.ID]
+		if r == nil || r.lost || r.cancelled || r.returned {
+			continue
+		}
+		if _, held := l.held[r]; !held {
+			continue
+		}
+		if e.Reason == Cancelled {
+			l.cancelledJob(r, e)
+		} else {
+			l.lostLease(r, e)
 		}
 	}
 	for _, r := range g.held {
@@ -101,6 +110,23 @@ func (l *loop) extended(g *leaseGroup, lost []*StaleError) {
 			l.w.emit(JobEvent{Type: JobExtended, Job: r.job, Kind: r.kind})
 		}
 	}
+}
+
+// cancelledJob cancels the handler of a job a heartbeat found cancelled (cause
+// [ErrCancelled]). The job is still this worker's: its outcome is sent when the handler
+// returns, and the fail script sends a cancelling job to dead. A job still waiting for a pool
+// goroutine (the prefetch buffer) never runs: it is failed at once, with the next round trip.
+func (l *loop) cancelledJob(r *inflight, e *StaleError) {
+	r.cancelled = true
+	// Count it before the handler can see it, as lostLease does.
+	l.w.emit(JobEvent{Type: JobCancelled, Job: r.job, Kind: r.kind, Err: e})
+	if l.ex.drop(r) {
+		l.busy--
+		r.returned, r.err = true, fmt.Errorf("%w: job %s, before its handler started", ErrCancelled, r.job.ID)
+		l.outcomes = append(l.outcomes, r)
+		return
+	}
+	l.ex.cancelRunning(r, ErrCancelled)
 }
 
 // lostLease cancels the handler of a job whose lease a heartbeat found lost (cause

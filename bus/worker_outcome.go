@@ -24,6 +24,10 @@ func (l *loop) outcomeSteps(sending []*inflight) (steps []step, completes []*inf
 			continue
 		}
 		if r.preErr == nil && r.err == nil {
+			if value, ok := r.takeResult(); ok {
+				steps = append(steps, l.completeResultStep(r, value)) // a result: a complete of its own
+				continue
+			}
 			completes = append(completes, r)
 			continue
 		}
@@ -45,6 +49,8 @@ func (l *loop) outcomeStep(r *inflight) step {
 	_, panicked := err.(*PanicError)
 	var snooze *SnoozeError
 	switch {
+	case r.cancelled:
+		// Cancelled while it ran: fail it, whatever it returned; the script sends it to dead.
 	case !panicked && errors.As(err, &snooze):
 		return l.snoozeStep(r, snooze.Delay, JobSnoozed)
 	case l.pastDeadline && r.ctx != nil && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
@@ -60,7 +66,7 @@ func (l *loop) outcomeStep(r *inflight) step {
 		maxAttempts = 1 // the fail script sends it to dead
 	}
 	delay := max(backoff(r.job.Token), 0)
-	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(msCeil(delay)), itoa(int64(maxAttempts)), itoa(int64(w.b.cfg.MaxAttempts))}
+	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(msCeil(delay)), itoa(int64(maxAttempts)), itoa(int64(w.b.cfg.MaxAttempts)), failureText(err.Error())}
 	return step{lua.Run{Script: scFail, Keys: w.kFail, Args: args}, func(res result) bool {
 		out, ok, retry := l.settle(r, "fail", res)
 		if !ok {
@@ -235,6 +241,9 @@ func (w *Worker) emit(e JobEvent) {
 	case JobLeaseLost:
 		s.leaseLost.Add(1)
 		level = slog.LevelWarn
+	case JobCancelled:
+		s.cancelled.Add(1)
+		level = slog.LevelInfo
 	}
 	if w.log.Enabled(context.Background(), level) {
 		attrs := []any{"job", e.Job.ID, "kind", e.Kind, "token", e.Job.Token}

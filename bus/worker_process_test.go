@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,6 +34,8 @@ import (
 //	                    written after the complete's reply came back nil
 //	<queue>.log.<name>  list of "event id token" for every event but claimed (optional)
 //	<queue>.started     hash id -> unix µs when its handler started (optional)
+//	<queue>.cause       hash id -> "<cause is ErrCancelled> <unix µs>" when the handler of a
+//	                    "block" task saw its context end (block runs until then)
 
 const (
 	envAddr        = "EMQ_WORKER_ADDR"
@@ -112,6 +115,18 @@ func TestWorkerProcess(t *testing.T) {
 		}
 		time.Sleep(work)
 		return nil
+	}, nil)
+	// block runs until its context ends, and records why and when.
+	bus.MustHandle(w, "block", func(ctx context.Context, task *bus.Task[args]) error {
+		if started {
+			at := strconv.FormatInt(time.Now().UnixMicro(), 10)
+			_ = c.Do(ctx, c.B().Hset().Key(queue+".started").FieldValue().FieldValue(task.Job.ID.String(), at).Build()).Error()
+		}
+		<-ctx.Done()
+		cause := context.Cause(ctx)
+		v := fmt.Sprintf("%t %d", errors.Is(cause, bus.ErrCancelled), time.Now().UnixMicro())
+		_ = c.Do(context.Background(), c.B().Hset().Key(queue+".cause").FieldValue().FieldValue(task.Job.ID.String(), v).Build()).Error()
+		return cause
 	}, nil)
 	if beat != 0 {
 		// Past validation: a beat of 1h with a lease of 1s is a worker that renews nothing.

@@ -95,6 +95,7 @@ type workerSnapshot struct {
 	HandedBack  int64    `json:"handed_back"`
 	Stale       int64    `json:"stale"`
 	LeaseLost   int64    `json:"lease_lost"`
+	Cancelled   int64    `json:"cancelled"`
 	RoundTrips  int64    `json:"round_trips"`
 	RoundTripUS int64    `json:"round_trip_us"`
 	// At and Exp are written by the script (FORMAT report); a publisher never sends them.
@@ -184,7 +185,7 @@ func (r *reporter) snapshot() *workerSnapshot {
 		V: 1, EveryMS: msCeil(w.cfg.StatsInterval), StartedMS: r.started.UnixMilli(),
 		Concurrency: w.cfg.Concurrency, Kinds: r.kinds, Running: s.Running,
 		Claimed: s.Claimed, Completed: s.Completed, Failed: s.Failed, Retried: s.Retried, Dead: s.Dead,
-		Snoozed: s.Snoozed, HandedBack: s.HandedBack, Stale: s.Stale, LeaseLost: s.LeaseLost,
+		Snoozed: s.Snoozed, HandedBack: s.HandedBack, Stale: s.Stale, LeaseLost: s.LeaseLost, Cancelled: s.Cancelled,
 		RoundTrips: s.RoundTrips, RoundTripUS: s.RoundTripTime.Microseconds(),
 	}
 }

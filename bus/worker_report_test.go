@@ -191,7 +191,7 @@ func TestFleetRates(t *testing.T) {
 	t.Parallel()
 	at := time.UnixMilli(1_700_000_000_000)
 	rep := func(id string, dt time.Duration, completed, failed int64) bus.WorkerReport {
-		return bus.WorkerReport{ID: id, At: at.Add(dt), Stats: bus.WorkerStats{Completed: completed, Failed: failed, Claimed: completed + failed}}
+		return bus.WorkerReport{ID: id, At: at.Add(dt), Stats: bus.WorkerStats{Completed: completed, Failed: failed, Claimed: completed + failed, Cancelled: failed / 2}}
 	}
 	prev := bus.FleetStats{Workers: []bus.WorkerReport{rep("a", 0, 100, 0), rep("b", 0, 50, 5), rep("gone", 0, 9, 9), rep("restarted", 0, 500, 0)}}
 	cur := bus.FleetStats{Workers: []bus.WorkerReport{rep("a", 2*time.Second, 300, 0), rep("b", 4*time.Second, 90, 9), rep("new", 0, 1000, 0), rep("restarted", time.Second, 3, 0)}}
@@ -200,5 +200,6 @@ func TestFleetRates(t *testing.T) {
 	require.InDelta(t, 100+10, r.Completed, 1e-9) // a: 200 in 2 s; b: 40 in 4 s
 	require.InDelta(t, 1, r.Failed, 1e-9)
 	require.InDelta(t, 111, r.Claimed, 1e-9)
+	require.InDelta(t, 0.5, r.Cancelled, 1e-9) // b: from 2 to 4 in 4 s
 	require.Zero(t, cur.Rates(cur).Workers, "no time between the snapshots")
 }

@@ -25,7 +25,8 @@ import (
 //
 // A client in another language writes and reads the same bytes. NUL cannot appear in a
 // kind, nor unescaped in JSON or any text payload, so a payload enqueued without an envelope
-// is never mistaken for one.
+// is never mistaken for one. An optional header block may precede the kind (the trace
+// context, for one): see [WithHeaders].
 
 // Errors of the worker runtime and its handlers.
 var (
@@ -62,14 +63,16 @@ func Envelope(kind string, body []byte) ([]byte, error) {
 	return append(out, body...), nil
 }
 
-// ParseEnvelope splits a task's payload into its kind and its encoded args. It answers
-// [ErrNoEnvelope] when the payload does not start with a valid kind and a NUL byte.
+// ParseEnvelope splits a task's payload into its kind and its encoded args, past a header
+// block when it has one ([EnvelopeHeaders]). It answers [ErrNoEnvelope] when the payload
+// does not start with a valid kind and a NUL byte, or with a valid header block and then
+// those.
 func ParseEnvelope(payload []byte) (kind string, body []byte, err error) {
-	i := envelopeKindLen(payload)
-	if i == 0 {
+	start, n := envelopeKind(payload)
+	if n == 0 {
 		return "", nil, ErrNoEnvelope
 	}
-	return string(payload[:i]), payload[i+1:], nil
+	return string(payload[start : start+n]), payload[start+n+1:], nil
 }
 
 // envelopeKindLen is the length of the kind at the head of payload, or 0 when the payload is
@@ -167,6 +170,13 @@ type HandlerOpts struct {
 	// Middleware wraps this kind's handler, the first outermost, inside the worker's
 	// (WorkerConfig.Middleware). Default none.
 	Middleware []Middleware
+	// ResultTTL, when > 0, lets the kind's handlers keep a result: what a handler passes to
+	// [SetResult] before it returns nil is kept this long after the job is retired (whole
+	// milliseconds, rounded up), readable by [Bus.Lookup]. Such a job is completed by a
+	// complete of its own rather than in the round trip's batch (completemany or
+	// completeclaim, which keep no results). Default 0: no results, and [SetResult] answers
+	// ErrInvalid.
+	ResultTTL time.Duration
 }
 
 // withDefaults is o with every zero field set to the worker's, cfg with its defaults.
@@ -186,8 +196,8 @@ func (o HandlerOpts) withDefaults(cfg WorkerConfig) HandlerOpts {
 // validate refuses the options, with their defaults, of the handler of kind in a worker of
 // cfg.
 func (o HandlerOpts) validate(kind string, cfg WorkerConfig) error {
-	if o.MaxAttempts < 0 || o.Lease < 0 {
-		return fmt.Errorf("%w: handler of kind %s: negative MaxAttempts or Lease", ErrInvalid, kind)
+	if o.MaxAttempts < 0 || o.Lease < 0 || o.ResultTTL < 0 {
+		return fmt.Errorf("%w: handler of kind %s: negative MaxAttempts, Lease or ResultTTL", ErrInvalid, kind)
 	}
 	if cfg.HeartbeatInterval > 0 && cfg.HeartbeatInterval >= o.Lease {
 		return fmt.Errorf("%w: handler of kind %s: Lease %v is not longer than the worker's HeartbeatInterval %v: leases would run out between heartbeats", ErrInvalid, kind, o.Lease, cfg.HeartbeatInterval)

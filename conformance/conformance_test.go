@@ -180,6 +180,20 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"    elseif row[2] ~= token then\n      reason = 'EMQSTALE token mismatch'\n", ""},
 		{"completeclaim claiming on a paused queue", "completeclaim",
 			"if paused then return {#ok, refused, 1, {}} end", ""},
+		{"complete leaving the failure history behind", "complete",
+			"if token ~= '1' then redis.pcall('DEL', base .. 'errors:' .. id) end\n", ""},
+		{"fail recording the caller's text for a cancelled job", "fail",
+			"if cancelled then text = 'cancelled' end\n", ""},
+		{"extend renewing a cancelled job", "extend",
+			"if row[1] ~= 'active' and row[1] ~= 'cancelling' then", "if row[1] ~= 'active' and row[1] ~= 'cancelling' and false then"},
+		{"browse listing the cursor's own job again", "browse",
+			"if before(m, after) or (past and m == after) then", "if before(m, after) then"},
+		{"reap forgetting the lease that expired", "reap",
+			"if type(pushed) == 'number' then redis.call('LTRIM', ek, -10, -1) end", "redis.pcall('DEL', ek)"},
+		{"completeclaim leaving the failure histories behind", "completeclaim",
+			"  redis.pcall('DEL', base .. 'errors:' .. id)\n", ""},
+		{"completeclaim refusing a cancelled job", "completeclaim",
+			"elseif row[1] ~= 'active' and row[1] ~= 'cancelling' then", "elseif row[1] ~= 'active' then"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()

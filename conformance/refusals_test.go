@@ -32,12 +32,19 @@ func badValues(rule string) []string {
 		}
 		return out
 	}
+	if lo, hi, ok := lua.LengthBounds(rule); ok {
+		out := []string{strings.Repeat("x", hi+1), strings.Repeat("\xff", hi+1)}
+		if lo > 0 {
+			out = append(out, strings.Repeat("x", lo-1))
+		}
+		return out
+	}
 	switch rule {
 	case "fence":
 		return []string{"", "0", "01", "1e3", "+1", " 1", "-1", "1.0", "1000000000000000"}
 	case "jobid":
-		return []string{"", "42", "JOB_", strings.ToLower(jobid), "JOB_8" + jobid[5:], jobid[:29] + "U",
-			jobid + "0", jobid[:29], "job_" + jobid[4:], jobid[:29] + "\n"}
+		return append(empty, "42", "JOB_", strings.ToLower(jobid), "JOB_8"+jobid[5:], jobid[:29]+"U",
+			jobid+"0", jobid[:29], "job_"+jobid[4:], jobid[:29]+"\n")
 	case "token":
 		return append(empty, strings.Repeat("A", 15), strings.Repeat("A", 17), strings.Repeat("A", 15)+"\n",
 			strings.Repeat("A", 15)+"-", strings.Repeat("A", 15)+"\x00", strings.Repeat("A", 14)+"\xc3\xa9")

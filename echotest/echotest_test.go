@@ -145,6 +145,60 @@ func TestWorkerLikeBus(t *testing.T) {
 	}
 }
 
+// receipt is a handler that keeps a result: the receipt of the email it sent.
+func receipt(ctx context.Context, t *bus.Task[email]) error {
+	if err := bus.SetResult(ctx, []byte("sent to "+t.Args.To)); err != nil {
+		return err
+	}
+	if t.Args.Mode == "fail" {
+		return errors.New("smtp: 451 try later")
+	}
+	return nil
+}
+
+// TestWorkerResults: a kind that keeps results lets its handler call SetResult, and Work
+// reports what a bus.Worker keeps: the result of a handler that returned nil, none of one that
+// failed; a kind without ResultTTL refuses SetResult as a worker does. A bus.Worker on a real
+// server keeps the same result.
+func TestWorkerResults(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	opts := &bus.HandlerOpts{ResultTTL: time.Minute}
+	w := echotest.NewWorker(t, bus.WorkerConfig{}, "email.send", receipt, opts)
+	res := w.Work(ctx, t, email{To: "ada"}, nil)
+	require.NoError(t, res.Err)
+	require.True(t, res.Kept)
+	require.Equal(t, "sent to ada", string(res.Value))
+	res = w.Work(ctx, t, email{To: "ada", Mode: "fail"}, nil)
+	require.Equal(t, echotest.Failed, res.Outcome)
+	require.False(t, res.Kept, "a failed attempt keeps none")
+	require.Nil(t, res.Value)
+
+	plain := echotest.NewWorker(t, bus.WorkerConfig{}, "email.send", receipt, nil).Work(ctx, t, email{To: "ada"}, nil)
+	require.ErrorIs(t, plain.Err, bus.ErrInvalid, "without ResultTTL SetResult is refused")
+	require.False(t, plain.Kept)
+	msg := fails(t, func(tb testing.TB) {
+		echotest.NewWorker(tb, bus.WorkerConfig{}, "email.send", receipt, &bus.HandlerOpts{ResultTTL: -1})
+	})
+	require.Contains(t, msg, "negative ResultTTL")
+
+	b := echotest.Valkey(t).Bus(t, nil)
+	queue := echotest.Name(t)
+	bw, err := bus.NewWorker(b, bus.WorkerConfig{Queue: queue, StatsInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	bus.MustHandle(bw, "email.send", receipt, opts)
+	require.NoError(t, bw.Start())
+	t.Cleanup(func() { require.NoError(t, bw.Close(context.Background())) })
+	e, err := bus.EnqueueTask(ctx, b, queue, "email.send", email{To: "ada"}, nil)
+	require.NoError(t, err)
+	var info bus.JobInfo
+	require.Eventually(t, func() bool {
+		info, err = b.Lookup(ctx, queue, e.ID)
+		return err == nil && info.State == bus.StateRetired
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, w.Work(ctx, t, email{To: "ada"}, nil).Value, info.Result, "the bus keeps what echotest reports")
+}
+
 // TestRequireEnqueued: the assertions read the pending and schedule sets of a real server.
 func TestRequireEnqueued(t *testing.T) {
 	t.Parallel()

@@ -22,20 +22,23 @@ const DefaultQueue = "echotest"
 // made up (a fresh JOB id, the attempt as its token), the handler runs inside the worker's
 // and the kind's middleware, under the kind's timeout, with a panic turned into a
 // *bus.PanicError, and the returned error is read as the worker would read it ([Outcome]).
-// Nothing is enqueued, claimed or completed: the test sees the handler's own behaviour. It is
-// safe for concurrent use.
+// When the kind keeps results (HandlerOpts.ResultTTL), the handler's bus.SetResult works as
+// in a worker and [Result] tells what the worker would keep. Nothing is enqueued, claimed or
+// completed: the test sees the handler's own behaviour. It is safe for concurrent use.
 type Worker[T any] struct {
 	queue, kind string
 	codec       bus.Codec
 	timeout     time.Duration // 0: none
+	results     bool          // the kind keeps results: the handler may call bus.SetResult
 	h           bus.Handler
 }
 
 // NewWorker returns a Worker for the handler of kind that a bus.Worker of cfg would register
 // with bus.Handle(w, kind, fn, opts). Of cfg it uses Queue (default [DefaultQueue]), Codec,
-// JobTimeout and Middleware; of opts, Codec, Timeout and Middleware, with the worker's
-// defaults (bus.JSONCodec, bus.DefaultJobTimeout; a negative timeout is none). A kind or an
-// option the worker would refuse fails the test.
+// JobTimeout and Middleware; of opts, Codec, Timeout, Middleware and ResultTTL (only whether
+// it is > 0: a Worker keeps nothing), with the worker's defaults (bus.JSONCodec,
+// bus.DefaultJobTimeout; a negative timeout is none; no results). A kind or an option the
+// worker would refuse fails the test.
 func NewWorker[T any](tb testing.TB, cfg bus.WorkerConfig, kind string, fn func(context.Context, *bus.Task[T]) error, opts *bus.HandlerOpts) *Worker[T] {
 	tb.Helper()
 	if err := keys.ValidateName(kind); err != nil {
@@ -55,6 +58,9 @@ func NewWorker[T any](tb testing.TB, cfg bus.WorkerConfig, kind string, fn func(
 	if codec == nil {
 		codec = bus.JSONCodec{}
 	}
+	if o.ResultTTL < 0 {
+		tb.Fatalf("echotest: NewWorker: kind %s: negative ResultTTL %v", kind, o.ResultTTL)
+	}
 	timeout := cmp.Or(o.Timeout, cfg.JobTimeout, bus.DefaultJobTimeout)
 	mws := append(append([]bus.Middleware(nil), cfg.Middleware...), o.Middleware...)
 	for i, m := range mws {
@@ -73,7 +79,7 @@ func NewWorker[T any](tb testing.TB, cfg bus.WorkerConfig, kind string, fn func(
 	}
 	return &Worker[T]{
 		queue: cmp.Or(cfg.Queue, DefaultQueue), kind: kind, codec: codec,
-		timeout: max(timeout, 0), h: bus.Chain(recovered, mws...),
+		timeout: max(timeout, 0), results: o.ResultTTL > 0, h: bus.Chain(recovered, mws...),
 	}
 }
 
@@ -128,6 +134,11 @@ type Result struct {
 	// Outcome is what a worker would do with the job; Delay is a snooze's delay.
 	Outcome Outcome
 	Delay   time.Duration
+	// Kept reports whether a worker would keep a result for the job: the kind keeps results,
+	// the handler called bus.SetResult and returned nil. Value is that result (the last one
+	// set); nil when Kept is false.
+	Kept  bool
+	Value []byte
 	// Duration is how long the call took.
 	Duration time.Duration
 }
@@ -159,10 +170,17 @@ func (w *Worker[T]) Work(ctx context.Context, tb testing.TB, args T, opts *WorkO
 		ctx, cancel = context.WithTimeoutCause(ctx, w.timeout, bus.ErrJobTimeout)
 		defer cancel()
 	}
+	taken := func() ([]byte, bool) { return nil, false }
+	if w.results {
+		ctx, taken = bus.RecordResult(ctx)
+	}
 	start := time.Now()
 	err = w.h(ctx, c)
 	res := Result{Job: job, Err: err, Duration: time.Since(start)}
 	res.Outcome, res.Delay = outcomeOf(err)
+	if value, ok := taken(); ok && err == nil { // a failed attempt keeps none, as in a worker
+		res.Kept, res.Value = true, value
+	}
 	return res
 }
 

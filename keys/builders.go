@@ -96,6 +96,7 @@ type Queue struct {
 	name                                                 string
 	pending, active, schedule, dead, meta, wake, jobBase string
 	uniqBase, periodicBase, periodics                    string
+	errorsBase, resultBase                               string
 }
 
 // NewQueue validates name and returns the queue's key builder.
@@ -117,6 +118,9 @@ func NewQueue(name string) (Queue, error) {
 
 		periodicBase: base + suffix[Periodic],
 		periodics:    base + suffix[Periodics],
+
+		errorsBase: base + suffix[Errors],
+		resultBase: base + suffix[Result],
 	}, nil
 }
 
@@ -156,10 +160,27 @@ func (q Queue) JobPrefix() string { return q.must().jobBase }
 
 // Job is the job row emq:{<q>}:job:<JOB id>. It refuses the zero (unbranded) JobID.
 func (q Queue) Job(id JobID) (string, error) {
+	return branded(q.must().jobBase, id)
+}
+
+// Errors is the job's failure history emq:{<q>}:errors:<JOB id>, a list beside the row (never
+// in it): one entry per failed attempt, the newest last. It refuses the zero JobID.
+func (q Queue) Errors(id JobID) (string, error) {
+	return branded(q.must().errorsBase, id)
+}
+
+// Result is a retired job's result emq:{<q>}:result:<JOB id>, a string kept for a TTL when
+// the job's completion asked for it. It refuses the zero JobID.
+func (q Queue) Result(id JobID) (string, error) {
+	return branded(q.must().resultBase, id)
+}
+
+// branded is base followed by id, refusing the zero (unbranded) JobID.
+func branded(base string, id JobID) (string, error) {
 	if id.IsZero() {
 		return "", fmt.Errorf("%w job id: the zero JobID is not branded; mint ids with keys.NewJobID or read them with keys.ParseJobID", ErrInvalid)
 	}
-	return q.must().jobBase + id.s, nil
+	return base + id.s, nil
 }
 
 // Unique is the idempotency guard emq:{<q>}:uniq:<key>.

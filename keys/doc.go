@@ -18,6 +18,8 @@
 //	emq:{<q>}:uniq:<key>      idempotency guard                     (Queue.Unique)
 //	emq:{<q>}:periodic:<name> hash: one periodic schedule           (Queue.Periodic)
 //	emq:{<q>}:periodics       score-0 zset: the schedules' names    (Queue.Periodics)
+//	emq:{<q>}:errors:<JOB id> list: a job's failure history         (Queue.Errors)
+//	emq:{<q>}:result:<JOB id> string: a retired job's result        (Queue.Result)
 //	emq:{<topic>}:topic       broadcast channel                     (TopicChannel)
 //	emq:{<q>}:workers         hash: the workers' published stats   (Queue.Workers)
 //	ecc:{<table>}#stats       hash: the caches' published stats    (Table.Stats)

@@ -29,6 +29,9 @@ var grammar = [...]struct{ form, value, doc string }{
 	Periodic:  {"emq:{<q>}:periodic:<name>", "hash", "a periodic schedule of the queue, <name> ruled like a queue's name: fields spec, payload, last (the newest tick fired or skipped, or the declaration: unix ms, server clock) and paused (\"1\" or absent)"},
 	Periodics: {"emq:{<q>}:periodics", "zset", "the names of the queue's periodic schedules, every score 0"},
 
+	Errors: {"emq:{<q>}:errors:<JOB id>", "list", "a job's failure history, beside its row: one entry per failed attempt, oldest first, at most the last 10 (FORMAT failure); deleted with the row"},
+	Result: {"emq:{<q>}:result:<JOB id>", "string", "a retired job's result (FORMAT result), written by complete only when the call asks for it, with the TTL it asks for"},
+
 	Queues:     {"emq:queues", "zset", "the queue registry, outside any hash tag: every queue name a client wrote to (enqueue, periodic declare, pause, resume, configure, worker start), scored by the unix ms it was first seen; added with ZADD NX by clients, never by a script, and never removed by the library"},
 	Tables:     {"ecc:tables", "zset", "the table registry, outside any hash tag: every cache table name declared, scored by the unix ms it was first declared; added with ZADD NX by clients, never by a script"},
 	Workers:    {"emq:{<q>}:workers", "hash", "the queue's workers' published stats: field the worker's id, value its snapshot (FORMAT report, FORMAT workerstats); stale fields pruned by workers_report, the key expires when no worker reports"},

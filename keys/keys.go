@@ -69,6 +69,9 @@ const (
 	Periodic  // emq:{<q>}:periodic:<name> hash: one periodic schedule (spec, payload, last, paused)
 	Periodics // emq:{<q>}:periodics       zset, score 0: the names of the queue's schedules
 
+	Errors // emq:{<q>}:errors:<JOB id>  list: a job's failure history, beside its row
+	Result // emq:{<q>}:result:<JOB id>  string: a retired job's result, kept for a TTL
+
 	// The registries and the published stats, for tools (see registry.go).
 	Queues     // emq:queues               zset: the queue registry, outside any hash tag
 	Tables     // ecc:tables               zset: the table registry, outside any hash tag
@@ -102,7 +105,11 @@ var suffix = [...]string{
 
 	Periodic:  "periodic:",
 	Periodics: "periodics",
-	Workers:   "workers",
+
+	Errors: "errors:",
+	Result: "result:",
+
+	Workers: "workers",
 }
 
 func (t Type) String() string {
@@ -117,6 +124,10 @@ func (t Type) String() string {
 		return "uniq"
 	case Periodic:
 		return "periodic"
+	case Errors:
+		return "errors"
+	case Result:
+		return "result"
 	case Queues:
 		return "queues"
 	case Tables:
@@ -137,9 +148,10 @@ func (t Type) String() string {
 }
 
 // Key is a parsed key or channel: its role, the name in its hash tag, its type, the id for
-// the types that carry one (Row, ShardRow, Job, Unique, and Periodic, whose id is the
-// schedule's name), and the shard index for the shard types (0 for every other type). The
-// two registries (Queues, Tables) have no hash tag: their Name is "".
+// the types that carry one (Row, ShardRow, Job, Unique, Errors and Result, whose id is a JOB
+// id, and Periodic, whose id is the schedule's name), and the shard index for the shard types
+// (0 for every other type). The two registries (Queues, Tables) have no hash tag: their Name
+// is "".
 type Key struct {
 	Role  Role
 	Name  string
@@ -173,7 +185,7 @@ func (k Key) String() string {
 		return queueRegistry
 	case Tables:
 		return tableRegistry
-	case Job, Unique, Periodic:
+	case Job, Unique, Periodic, Errors, Result:
 		return busPrefix + "{" + k.Name + "}:" + suffix[k.Type] + k.ID
 	}
 	if int(k.Type) < len(suffix) && suffix[k.Type] != "" {
@@ -297,14 +309,14 @@ func Parse(s string) (Key, error) {
 		}
 		sfx := suffix[t]
 		switch t {
-		case Job, Unique, Periodic:
+		case Job, Unique, Periodic, Errors, Result:
 			if !strings.HasPrefix(rest, sfx) {
 				continue
 			}
 			k.Type, k.ID = t, rest[len(sfx):]
 			var err error
 			switch t {
-			case Job:
+			case Job, Errors, Result:
 				_, err = ParseJobID(k.ID)
 			case Unique:
 				err = ValidateID(k.ID)
@@ -322,7 +334,7 @@ func Parse(s string) (Key, error) {
 			}
 		}
 	}
-	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics, workers", ErrInvalid, clip(s))
+	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics, errors:<JOB id>, result:<JOB id>, workers", ErrInvalid, clip(s))
 }
 
 // parseShard reads a shard index: a decimal in [0, MaxShards) without leading zeros, so each

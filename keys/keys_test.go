@@ -33,7 +33,11 @@ func TestSlotVectors(t *testing.T) {
 	require.NoError(t, err)
 	p, err := q.Periodic("eod.report")
 	require.NoError(t, err)
-	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics(), q.Workers(), keys.MustTable("orders").Stats()} {
+	e, err := q.Errors(keys.NewJobID())
+	require.NoError(t, err)
+	r, err := q.Result(keys.NewJobID())
+	require.NoError(t, err)
+	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics(), e, r, q.Workers(), keys.MustTable("orders").Stats()} {
 		require.Equal(t, uint16(105), keys.Slot(k), "F5: every key of {orders} answers slot 105: %s", k)
 	}
 }
@@ -108,6 +112,16 @@ func TestBuilders(t *testing.T) {
 
 	_, err = q.Job(keys.JobID{})
 	require.ErrorIs(t, err, keys.ErrInvalid, "the job-row builder refuses an unbranded id")
+	e, err := q.Errors(id)
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:errors:"+id.String(), e)
+	r, err := q.Result(id)
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:result:"+id.String(), r)
+	_, err = q.Errors(keys.JobID{})
+	require.ErrorIs(t, err, keys.ErrInvalid, "the failure history builder refuses an unbranded id")
+	_, err = q.Result(keys.JobID{})
+	require.ErrorIs(t, err, keys.ErrInvalid, "the result builder refuses an unbranded id")
 	p, err := q.Periodic("eod.report")
 	require.NoError(t, err)
 	require.Equal(t, "emq:{orders}:periodic:eod.report", p)
@@ -140,8 +154,8 @@ func TestTypeNames(t *testing.T) {
 		keys.Row: "row", keys.Record: "record", keys.Inval: "inval", keys.Pending: "pending",
 		keys.Active: "active", keys.Schedule: "schedule", keys.Dead: "dead", keys.Meta: "meta",
 		keys.Wake: "wake", keys.Job: "job", keys.Unique: "uniq", keys.Topic: "topic",
-		keys.Periodic: "periodic", keys.Periodics: "periodics", keys.Queues: "queues", keys.Tables: "tables",
-		keys.Workers: "workers", keys.TableStats: "stats",
+		keys.Periodic: "periodic", keys.Periodics: "periodics", keys.Errors: "errors", keys.Result: "result",
+		keys.Queues: "queues", keys.Tables: "tables", keys.Workers: "workers", keys.TableStats: "stats",
 		keys.ShardRow: "shard-row", keys.ShardRecord: "shard-record", keys.ShardInval: "shard-inval",
 	} {
 		require.Equal(t, want, typ.String())
@@ -154,8 +168,8 @@ func TestTypeNames(t *testing.T) {
 func randomKey(r *rand.Rand) (string, keys.Key) {
 	name := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
 	q, t := keys.MustQueue(name), keys.MustTable(name)
-	switch r.IntN(21) {
-	case 18, 19, 20:
+	switch r.IntN(23) {
+	case 20, 21, 22:
 		n := r.IntN(keys.MaxShards)
 		sh, err := t.Shard(n)
 		if err != nil {
@@ -213,6 +227,14 @@ func randomKey(r *rand.Rand) (string, keys.Key) {
 		return keys.QueueRegistry(), keys.Key{Role: keys.Bus, Type: keys.Queues}
 	case 16:
 		return keys.TableRegistry(), keys.Key{Role: keys.Cache, Type: keys.Tables}
+	case 17:
+		id := keys.NewJobID()
+		k, _ := q.Errors(id)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Errors, ID: id.String()}
+	case 18:
+		id := keys.NewJobID()
+		k, _ := q.Result(id)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Result, ID: id.String()}
 	default:
 		k, _ := keys.TopicChannel(name)
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Topic}
@@ -257,9 +279,12 @@ func TestParseRefuses(t *testing.T) {
 		"emq:{q}:workersx", "emq:{q}:workers:", "ecc:{t}#stat", "ecc:{t}#statsx", "ecc:{t}#", "emq:{q}#stats",
 		"emq:queue", "emq:queues:", "emq:queuesx", "ecc:table", "ecc:tablesx", "ecc:queues", "emq:tables", "ecc:{t}:",
 		"emq:{q}:", "emq:{queues}", "ECC:tables",
+		"emq:{q}:errors:", "emq:{q}:errors", "emq:{q}:errors:x", "emq:{q}:errors:" + strings.ToLower(id),
+		"emq:{q}:errors:" + id + "x", "emq:{q}:result:", "emq:{q}:result", "emq:{q}:result:order-17",
+		"emq:{q}:result:" + id[:29], "emq:{q}:resultx", "ecc:{t}x:errors:" + id,
 		"ecc:{t#}", "ecc:{t#}:1", "ecc:{t#01}", "ecc:{t#00}:1", "ecc:{t#256}", "ecc:{t#1000}:1", "ecc:{t#-1}",
 		"ecc:{t#1#2}", "ecc:{#1}", "ecc:{t#x}:1", "ecc:{t#1 }", "emq:{t#1}:pending", "emq:{t#1}:topic",
-		"emq:{t#1}:job:" + id, "emq:{t#}:inval", "emq:{t#07}:inval", "ecc:{" + strings.Repeat("x", 65) + "#1}",
+		"emq:{t#1}:job:" + id, "emq:{t#1}:errors:" + id, "emq:{t#1}:result:" + id, "emq:{t#}:inval", "emq:{t#07}:inval", "ecc:{" + strings.Repeat("x", 65) + "#1}",
 	} {
 		_, err := keys.Parse(s)
 		require.ErrorIs(t, err, keys.ErrInvalid, "%q", s)
@@ -274,6 +299,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("emq:{q}:periodics")
 	f.Add("emq:queues")
 	f.Add("ecc:{t}#stats")
+	f.Add("emq:{q}:errors:" + keys.NewJobID().String())
+	f.Add("emq:{q}:result:" + keys.NewJobID().String())
 	f.Add("ecc:{t#3}:id")
 	f.Add("emq:{t#255}:inval")
 	f.Fuzz(func(t *testing.T, s string) {

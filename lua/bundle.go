@@ -235,6 +235,7 @@ var (
 	formatName = regexp.MustCompile(`^[a-z]+$`)
 	errorCode  = regexp.MustCompile(`^(EMQ|ECC)[A-Z]+$`)
 	uintRule   = regexp.MustCompile(`^uint\[(0|[1-9][0-9]{0,14}),(0|[1-9][0-9]{0,14})\]$`)
+	bytesRule  = regexp.MustCompile(`^bytes\[(0|[1-9][0-9]{0,8}),(0|[1-9][0-9]{0,8})\]$`)
 )
 
 func param(s string) Param {
@@ -260,6 +261,7 @@ var rules = []Param{
 	{Name: "row", Doc: "a cache row of kind value or not found (FORMAT row): a value row is \\xEC\\x01V, a version of 16 bytes of [0-9A-Za-z] and 12 bytes or more (31 bytes at least), or \\xEC\\x01W, a version of 16 bytes of [0-9A-Za-z] and 20 bytes or more (39 bytes at least); a not-found row is \\xEC\\x01N and 4 bytes (7 bytes exactly)"},
 	{Name: "valuerow", Doc: "a cache row of kind value (FORMAT row): \\xEC\\x01V, a version of 16 bytes of [0-9A-Za-z] and 12 bytes or more (31 bytes at least), or \\xEC\\x01W, a version of 16 bytes of [0-9A-Za-z] and 20 bytes or more (39 bytes at least)"},
 	{Name: "bytes", Doc: "any bytes"},
+	{Name: "bytes[lo,hi]", Doc: "any bytes, lo <= length <= hi (in bytes)"},
 }
 
 // Rules lists the rules an ARGV may name, each with its definition. A rule followed by "?"
@@ -276,12 +278,30 @@ func CheckRule(rule string) error {
 		}
 		return nil
 	}
+	if lo, hi, ok := LengthBounds(r); ok {
+		if lo > hi {
+			return fmt.Errorf("rule %s: lo > hi", rule)
+		}
+		return nil
+	}
 	for _, p := range rules {
-		if p.Name == r && !strings.HasPrefix(r, "uint") {
+		if p.Name == r && !strings.Contains(r, "[") {
 			return nil
 		}
 	}
-	return fmt.Errorf("rule %q is none of uint[lo,hi], jobid, fence, token, id, sha1, cursor, row, valuerow, bytes", rule)
+	return fmt.Errorf("rule %q is none of uint[lo,hi], jobid, fence, token, id, sha1, cursor, row, valuerow, bytes, bytes[lo,hi]", rule)
+}
+
+// LengthBounds reads the bounds of a bytes[lo,hi] rule: the shortest and longest value, in
+// bytes (at most 9 digits each).
+func LengthBounds(rule string) (lo, hi int, ok bool) {
+	m := bytesRule.FindStringSubmatch(rule)
+	if m == nil {
+		return 0, 0, false
+	}
+	lo, _ = strconv.Atoi(m[1])
+	hi, _ = strconv.Atoi(m[2])
+	return lo, hi, true
 }
 
 // UintBounds reads the bounds of a uint[lo,hi] rule.

@@ -1,16 +1,32 @@
--- cancel: delete a job that is waiting (pending or scheduled): its row is deleted and its id
--- leaves the set that held it. A claimed job cannot be cancelled (its holder completes or fails
--- it); a dead job is purged instead. An idempotency guard that named the job lives on until its
--- TTL, so its key still answers the cancelled job's id.
+-- cancel: cancel a job. A waiting job (pending or scheduled) is deleted: its row and its
+-- failure history (FORMAT failure) are deleted and its id leaves the set that held it. A
+-- claimed job is marked "cancelling" for its holder to stop cooperatively (FORMAT cancel). A
+-- dead job is purged instead. An idempotency guard that named the job lives on until its TTL,
+-- so its key still answers the cancelled job's id.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set
 -- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
 -- ARGV[1]  id  jobid                    the job's JOB id
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        the job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
--- REPLY    the state the job had: "pending" or "scheduled"
+-- FORMAT   failure  see fail.lua
+-- FORMAT   cancel   a claimed job (state "active") is cancelled in place: cancel sets its
+--          state to "cancelling" and changes nothing else; it stays in active with its lease
+--          deadline and attempts. Its holder learns of it at its next extend, which refuses
+--          the job with "EMQSTALE cancelled" (its token still matches) and does not renew the
+--          lease; the holder then stops the job and fails it: fail sends a cancelling job to
+--          dead whatever its backoff and maximum, and records "cancelled" in its failure
+--          history instead of the caller's text. A holder that finishes first completes it
+--          (complete, completemany and completeclaim retire a cancelling job as an active
+--          one). A holder that is gone leaves it to its lease: reap sends an expired
+--          cancelling job to dead, recording "cancelled". snooze refuses a cancelling job
+--          ("EMQSTALE not active")
+-- REPLY    the state the job had: "pending" or "scheduled" (deleted), "active" (now
+--          cancelling), or "cancelling" (already cancelling: nothing written)
 -- ERROR    EMQNOJOB   <id>: the job has no row
--- ERROR    EMQSTATE   <state> <id>: the job is active or dead (nothing written)
+-- ERROR    EMQSTATE   <state> <id>: the job is dead (nothing written)
 -- ERROR    EMQKEYS    the KEYS are not one queue's pending, schedule
 -- ERROR    EMQARGS    id is not a JOB id, or the count of ARGV is not 1
 -- ERROR    EMQTYPE    a key holds another type
@@ -31,10 +47,19 @@ local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
   or typeerr(jk, redis.call('TYPE', jk)['ok'], 'hash')
 if e then return redis.error_reply(e) end
-local state = redis.call('HGET', jk, 'state')
+local row = redis.call('HMGET', jk, 'state', 'attempts')
+local state = row[1]
 if not state then return redis.error_reply('EMQNOJOB ' .. id) end
-if state ~= 'pending' and state ~= 'scheduled' then return redis.error_reply('EMQSTATE ' .. state .. ' ' .. id) end
+if state == 'cancelling' then return state end
+if state ~= 'pending' and state ~= 'scheduled' and state ~= 'active' then return redis.error_reply('EMQSTATE ' .. state .. ' ' .. id) end
+if state == 'active' then
+  redis.call('HSET', jk, 'state', 'cancelling')
+  return state
+end
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)
 redis.call('DEL', jk)
+-- The failure history (FORMAT failure) exists only for a job claimed before (attempts > 0);
+-- see complete.lua for the pcall.
+if row[2] ~= '0' then redis.pcall('DEL', base .. 'errors:' .. id) end
 return state

@@ -3,8 +3,9 @@
 --
 -- A worker whose round trip both reports finished jobs and asks for new ones pays one script's
 -- fixed costs instead of two. Each finished job is fenced by its own token exactly as in
--- completemany (one HMGET per row; the retired rows go in one ZREM and one DEL per 1000), and
--- the reply names each refused job and why. The claim is claim.lua's: due scheduled jobs are
+-- completemany (one HMGET per row; the retired rows go in one ZREM and one DEL per 1000, each
+-- failure history that can exist in a DEL of its own, as completemany does; a job cancelled
+-- while claimed retires like an active one), and the reply names each refused job and why. The claim is claim.lua's: due scheduled jobs are
 -- promoted first, then up to count lex-oldest pending jobs are leased on the server clock,
 -- each with its row's attempts + 1 as its token. On a paused queue the finished jobs are still
 -- retired and nothing is claimed; the reply says paused. Every argument and every key's type is
@@ -24,11 +25,15 @@
 --          job, [6], [7] the second, and so on (one job at least). id: its JOB id
 -- ARGV[5]  token*  fence  the attempts count its claim returned
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        each finished job's failure history: KEYS[1] up to its
+--          type, "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   envelope see enqueue.lua
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   fencing  see complete.lua
+-- FORMAT   failure  see fail.lua
+-- FORMAT   cancel   see cancel.lua
 -- REPLY    {retired, refused, paused, claimed}: retired is how many finished jobs were
 --          retired; refused is a flat list {pos, reason, ...} of those not retired, in call
 --          order, as in completemany's reply (pos counts the finished jobs from 1); paused is
@@ -87,7 +92,7 @@ else
   if e then return redis.error_reply(e) end
 end
 -- The finished jobs: read every row (one HMGET each) before the first write.
-local ok, refused, retired = {}, {}, {}
+local ok, refused, retired, again = {}, {}, {}, {}
 for i = 1, n do
   local id, token = ARGV[2 * i + 2], ARGV[2 * i + 3]
   local reason
@@ -103,7 +108,7 @@ for i = 1, n do
       return redis.error_reply(row['err'])
     elseif not row[1] and not row[2] and redis.call('EXISTS', jk) == 0 then
       reason = 'EMQSTALE no row'
-    elseif row[1] ~= 'active' then
+    elseif row[1] ~= 'active' and row[1] ~= 'cancelling' then
       reason = 'EMQSTALE not active'
     elseif row[2] ~= token then
       reason = 'EMQSTALE token mismatch'
@@ -115,6 +120,7 @@ for i = 1, n do
   else
     retired[id] = true
     ok[#ok + 1] = id
+    if token ~= '1' then again[#again + 1] = id end
   end
 end
 -- Retire: one ZREM and one DEL per 1000 jobs (unpack's bound).
@@ -125,6 +131,11 @@ end
 for i = 1, #ok, 1000 do
   redis.call('ZREM', KEYS[2], unpack(ok, i, math.min(i + 999, #ok)))
   redis.call('DEL', unpack(rows, i, math.min(i + 999, #rows)))
+end
+-- The failure histories (FORMAT failure) exist only for jobs whose token is > 1; see
+-- complete.lua for the pcall.
+for _, id in ipairs(again) do
+  redis.pcall('DEL', base .. 'errors:' .. id)
 end
 if paused then return {#ok, refused, 1, {}} end
 -- Promote, then claim, as claim.lua does.

@@ -2,18 +2,23 @@
 -- token exactly as complete does; the jobs that fail their check are named in the reply.
 --
 -- Pass 1 validates every argument and reads every row (one HMGET each) without writing; pass 2
--- retires the jobs that passed: one ZREM from active and one DEL of their rows per 1000 jobs.
--- The result is the same as calling complete once per job in call order: a job named twice is
--- retired by its first passing entry, and a later entry for it answers EMQSTALE no row.
+-- retires the jobs that passed: one ZREM from active and one DEL of their rows per 1000 jobs,
+-- then a DEL of its own for each failure history that can exist (token > 1). The result is the
+-- same as calling complete once per job in call order: a job named twice is retired by its
+-- first passing entry, and a later entry for it answers EMQSTALE no row.
 --
 -- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- ARGV[1]  id*     jobid  a starred ARGV repeats: ARGV[1], [2] describe the first job, [3],
 --          [4] the second, and so on (one job at least). id: its JOB id
 -- ARGV[2]  token*  fence  the attempts count its claim returned
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        each job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   fencing  see complete.lua
+-- FORMAT   failure  see fail.lua
+-- FORMAT   cancel   see cancel.lua
 -- REPLY    {retired, refused}: retired is how many jobs were retired; refused is a flat list
 --          {pos, reason, pos, reason, ...} of the jobs not retired, in call order: pos is the
 --          job's 1-based position in the call (an id may appear twice), reason is
@@ -29,7 +34,7 @@ if n < 1 or n ~= math.floor(n) then return redis.error_reply('EMQARGS expected i
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'zset' then return redis.error_reply('EMQTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a zset') end
 -- Pass 1: validate every argument and read every row; no write.
-local ok, refused, retired = {}, {}, {}
+local ok, refused, retired, again = {}, {}, {}, {}
 for i = 1, n do
   local id, token = ARGV[2 * i - 1], ARGV[2 * i]
   if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
@@ -53,7 +58,7 @@ for i = 1, n do
       return redis.error_reply(row['err'])
     elseif not row[1] and not row[2] and redis.call('EXISTS', jk) == 0 then
       reason = 'EMQSTALE no row'
-    elseif row[1] ~= 'active' then
+    elseif row[1] ~= 'active' and row[1] ~= 'cancelling' then
       reason = 'EMQSTALE not active'
     elseif row[2] ~= token then
       reason = 'EMQSTALE token mismatch'
@@ -65,6 +70,7 @@ for i = 1, n do
   else
     retired[id] = true
     ok[#ok + 1] = id
+    if token ~= '1' then again[#again + 1] = id end
   end
 end
 -- Pass 2: retire: one ZREM and one DEL per 1000 jobs (unpack's bound).
@@ -75,5 +81,10 @@ end
 for i = 1, #ok, 1000 do
   redis.call('ZREM', KEYS[1], unpack(ok, i, math.min(i + 999, #ok)))
   redis.call('DEL', unpack(rows, i, math.min(i + 999, #rows)))
+end
+-- The failure histories (FORMAT failure) exist only for jobs whose token is > 1; see
+-- complete.lua for the pcall.
+for _, id in ipairs(again) do
+  redis.pcall('DEL', base .. 'errors:' .. id)
 end
 return {#ok, refused}

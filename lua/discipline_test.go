@@ -31,7 +31,7 @@ func init() {
 		HGET HSET HSETNX HINCRBY HGETALL HDEL HMGET HLEN HEXISTS HKEYS HRANDFIELD
 		ZADD ZREM ZPOPMIN ZRANGE ZRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZCARD ZSCORE
 		ZMSCORE ZCOUNT ZLEXCOUNT ZREMRANGEBYSCORE ZREMRANGEBYLEX ZRANK
-		LPUSH RPUSH LPOP RPOP LTRIM LLEN SPUBLISH`) {
+		LPUSH RPUSH LPOP RPOP LTRIM LLEN LRANGE SPUBLISH`) {
 		keyArgs[c] = first
 	}
 	for _, c := range []string{"DEL", "UNLINK", "EXISTS", "MGET"} {
@@ -317,7 +317,13 @@ func TestParseHeaderStrict(t *testing.T) {
 		_, err := lua.ParseHeader(src)
 		require.Error(t, err, name)
 	}
-	for _, rule := range []string{"jobid", "fence", "token", "id", "id?", "sha1", "cursor", "row", "row?", "valuerow", "bytes", "uint[0,999999999999999]"} {
+	for _, rule := range []string{"jobid", "fence", "token", "id", "id?", "sha1", "cursor", "row", "row?", "valuerow", "bytes", "uint[0,999999999999999]", "bytes[0,1024]", "bytes[1,1]"} {
 		require.NoError(t, lua.CheckRule(rule), rule)
 	}
+	for _, rule := range []string{"bytes[2,1]", "bytes[01,2]", "bytes[0,1000000000]", "bytes[]", "bytes[lo,hi]", "uint[lo,hi]"} {
+		require.Error(t, lua.CheckRule(rule), rule)
+	}
+	lo, hi, isLength := lua.LengthBounds("bytes[0,1024]")
+	require.True(t, isLength)
+	require.Equal(t, [2]int{0, 1024}, [2]int{lo, hi})
 }

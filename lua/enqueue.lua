@@ -45,6 +45,16 @@
 --          sends a claimed job whose payload is not an envelope to dead at once, and fails
 --          with backoff a job of a kind it has no handler for. The scripts store and return
 --          payloads as opaque bytes: the envelope is between producers and workers.
+--          Optionally a header block precedes the kind: one NUL byte, then each header as
+--          <name> ":" <value> LF, then one LF, then the kind, NUL and args as above:
+--          \x00 "traceparent:00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" \n \n
+--          "email.send" \x00 {"to":"ada"}. A plain envelope never starts with NUL, so a reader
+--          tells the two apart by the first byte. A name is 1 to 64 bytes of [a-z0-9-] and
+--          appears once; a value is 0 to 1024 bytes of printable ASCII (0x20 to 0x7E); at most
+--          32 headers and 8192 bytes from the NUL to the closing LF; a block that breaks a rule
+--          makes the payload no envelope. Readers ignore names they do not know. traceparent
+--          and tracestate carry the W3C trace context of the producer (trace-context level 1
+--          formats), so a consumer in any runtime links its span to the producer's.
 -- FORMAT   wake     a marker is one of two values. "1", work is pending: a script that makes a
 --          job pending pushes one. "s", the schedule's head moved earlier: an enqueue that
 --          schedules jobs whose run-at is earlier than the lowest run-at in schedule before the

@@ -19,10 +19,12 @@
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   fencing  see complete.lua
+-- FORMAT   cancel   see cancel.lua
 -- REPLY    {deadline_ms, lost}: deadline_ms is the new lease deadline (server TIME +
 --          lease_ms) of every extended job; lost is a flat list {id, reason, id, reason, ...}
 --          of the jobs not extended, in call order, reason being "EMQSTALE no row", "EMQSTALE
---          not active" or "EMQSTALE token mismatch"; {} when every lease was renewed
+--          not active", "EMQSTALE token mismatch" or "EMQSTALE cancelled" (the caller holds
+--          the job, but it was cancelled: FORMAT cancel); {} when every lease was renewed
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count is not 1 + 2n (nothing
 --          written)
@@ -60,10 +62,12 @@ for i = 1, n do
     return redis.error_reply(row['err'])
   elseif not row[1] and not row[2] and redis.call('EXISTS', jk) == 0 then
     reason = 'EMQSTALE no row'
-  elseif row[1] ~= 'active' then
+  elseif row[1] ~= 'active' and row[1] ~= 'cancelling' then
     reason = 'EMQSTALE not active'
   elseif row[2] ~= token then
     reason = 'EMQSTALE token mismatch'
+  elseif row[1] == 'cancelling' then
+    reason = 'EMQSTALE cancelled' -- FORMAT cancel: the holder stops the job
   end
   if reason then
     lost[#lost + 1] = id

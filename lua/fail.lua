@@ -1,6 +1,8 @@
 -- fail: hand a claimed job back after a failed attempt: to schedule at server TIME plus the
 -- caller's backoff (to pending at once when the backoff is 0), or to dead when its attempts
--- reached the queue's maximum. attempts is kept: it counts claims and only grows.
+-- reached the queue's maximum. attempts is kept: it counts claims and only grows. The attempt
+-- is recorded in the job's failure history (FORMAT failure) with the caller's error text. A
+-- job cancelled while claimed goes to dead, recorded as "cancelled" (FORMAT cancel).
 --
 -- Fenced like complete (FORMAT fencing). The maximum is max_attempts when it is > 0, else the
 -- queue's meta field max_attempts, else default_max_attempts; 0 there means no maximum. A job
@@ -22,17 +24,36 @@
 -- ARGV[5]  default_max_attempts  uint[0,999999999999999]  the maximum when both above are 0
 --          or absent; 0 = none. The Go bus passes Config.MaxAttempts (default 25; 0 when it
 --          is negative)
+-- ARGV[6]  error                 bytes[0,1024]  the attempt's error text, recorded in the
+--          failure history (FORMAT failure); may be empty. The Go bus passes FailOpts.Error,
+--          its worker the handler's error text, each cut to 1024 bytes on a UTF-8 boundary
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        the job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   fencing  see complete.lua
 -- FORMAT   wake     see enqueue.lua
 -- FORMAT   lease    see claim.lua
+-- FORMAT   cancel   see cancel.lua
+-- FORMAT   failure  a job's failure history emq:{<q>}:errors:<JOB id> is a list beside its
+--          row (never in it), one entry per failed attempt, oldest first: the attempt (the
+--          row's attempts when it failed, decimal), one space, the server TIME of the failure
+--          in ms (decimal, FORMAT servertime), one space, then the error text (any bytes, at
+--          most 1024, possibly empty). fail appends the caller's text; reap appends "lease
+--          expired" for a lease that ran out, and both "cancelled" for a job cancelled while
+--          claimed (FORMAT cancel). Each appends with RPUSH, then LTRIM -10 -1: the last 10
+--          attempts are kept. complete, completemany, completeclaim, cancel and purge delete
+--          the list in the call that deletes the row, with a DEL of its own whose error they
+--          ignore (on a node whose slot is being migrated, any command on a key the node does
+--          not hold is refused, and the list is then not there to delete); they skip it for a
+--          job that cannot have one: completed under token 1, or cancelled with attempts 0.
+--          retry keeps the list. lookup returns it
 -- REPLY    {where, at_ms}: where is "scheduled" (at_ms = run-at), "pending" (at_ms = server
 --          TIME) or "dead" (at_ms = server TIME)
 -- ERROR    EMQSTALE   no row | not active | token mismatch (FORMAT fencing; nothing written)
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, schedule, pending, dead, meta, wake
--- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 5
+-- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 6
 -- ERROR    EMQTYPE    a key holds another type
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 6 or not base or #base > 71 or KEYS[2] ~= base .. 'schedule' or KEYS[3] ~= base .. 'pending' or KEYS[4] ~= base .. 'dead'
@@ -42,7 +63,7 @@ end
 local function uint(s)
   if s and #s <= 15 and string.match(s, '^[0-9]+$') then return tonumber(s) end
 end
-if #ARGV ~= 5 then return redis.error_reply('EMQARGS expected 5 ARGV: id, token, backoff_ms, max_attempts, default_max_attempts') end
+if #ARGV ~= 6 then return redis.error_reply('EMQARGS expected 6 ARGV: id, token, backoff_ms, max_attempts, default_max_attempts, error') end
 local id, token = ARGV[1], ARGV[2]
 if #id ~= 30 or not string.match(id, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$') then
   return redis.error_reply('EMQARGS ARGV[1] is not a JOB id')
@@ -54,6 +75,7 @@ local backoff, max, dmax = uint(ARGV[3]), uint(ARGV[4]), uint(ARGV[5])
 if not backoff then return redis.error_reply('EMQARGS backoff_ms must be an integer >= 0') end
 if not max then return redis.error_reply('EMQARGS max_attempts must be an integer >= 0') end
 if not dmax then return redis.error_reply('EMQARGS default_max_attempts must be an integer >= 0') end
+if #ARGV[6] > 1024 then return redis.error_reply('EMQARGS error must be at most 1024 bytes') end
 local function typeerr(key, got, want)
   if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
 end
@@ -69,14 +91,23 @@ local kind = redis.call('TYPE', jk)['ok']
 if kind == 'none' then return redis.error_reply('EMQSTALE no row') end
 if kind ~= 'hash' then return redis.error_reply('EMQTYPE ' .. jk .. ' holds a ' .. kind .. ', not a hash') end
 local row = redis.call('HMGET', jk, 'state', 'attempts')
-if row[1] ~= 'active' then return redis.error_reply('EMQSTALE not active') end
+if row[1] ~= 'active' and row[1] ~= 'cancelling' then return redis.error_reply('EMQSTALE not active') end
 if row[2] ~= token then return redis.error_reply('EMQSTALE token mismatch') end
+local ek = base .. 'errors:' .. id
+e = typeerr(ek, redis.call('TYPE', ek)['ok'], 'list')
+if e then return redis.error_reply(e) end
 local meta = redis.call('HMGET', KEYS[5], 'max_attempts', 'paused')
 if max == 0 then max = tonumber(meta[1]) or dmax end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
+-- The failure history (FORMAT failure): this attempt's entry; the last 10 are kept.
+local cancelled = row[1] == 'cancelling' -- FORMAT cancel: dead, whatever the backoff and maximum
+local text = ARGV[6]
+if cancelled then text = 'cancelled' end
+redis.call('RPUSH', ek, string.format('%d %d ', tonumber(token), now) .. text)
+redis.call('LTRIM', ek, -10, -1)
 redis.call('ZREM', KEYS[1], id)
-if max > 0 and tonumber(token) >= max then
+if cancelled or max > 0 and tonumber(token) >= max then
   redis.call('HSET', jk, 'state', 'dead')
   redis.call('ZADD', KEYS[4], 0, id)
   return {'dead', now}

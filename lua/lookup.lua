@@ -1,4 +1,5 @@
--- lookup: read one job in one atomic snapshot: its row and the set that holds it. Writes
+-- lookup: read one job in one atomic snapshot: its row, the set that holds it and its failure
+-- history; or, for a job without a row that was retired with a result, the result. Writes
 -- nothing.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set
@@ -7,14 +8,23 @@
 -- KEYS[4]  emq:{<q>}:dead               score-0 set
 -- ARGV[1]  id  jobid                    the job's JOB id
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        the job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
+-- DERIVES  emq:{<q>}:result:<id>        the job's result: KEYS[1] up to its type, "result:",
+--          the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   envelope see enqueue.lua
 -- FORMAT   lease    see claim.lua
--- REPLY    {state, attempts, payload, set, score}: the row's three fields (strings); the set
---          holding the id ("pending", "active", "schedule", "dead", or "" when none does) and
---          its score there as an integer (lease deadline or run-at in ms; 0 in pending, dead
---          or none)
--- ERROR    EMQNOJOB   <id>: the job has no row
+-- FORMAT   failure  see fail.lua
+-- FORMAT   result   see complete.lua
+-- REPLY    {state, attempts, payload, set, score, failures, result}: the row's three fields
+--          (strings); the set holding the id ("pending", "active", "schedule", "dead", or ""
+--          when none does) and its score there as an integer (lease deadline or run-at in ms;
+--          0 in pending, dead or none); failures is the failure history, its last 10 entries
+--          oldest first (FORMAT failure), {} when the job never failed; result is "". A job
+--          without a row whose result is kept answers {"retired", attempts, "", "", at_ms,
+--          {}, result}, from its result (FORMAT result)
+-- ERROR    EMQNOJOB   <id>: the job has no row (and no result)
 -- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, dead
 -- ERROR    EMQARGS    id is not a JOB id, or the count of ARGV is not 1
 -- ERROR    EMQTYPE    a key holds another type
@@ -31,14 +41,24 @@ local function typeerr(key, got, want)
   if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
 end
 local jk = base .. 'job:' .. id
+local ek = base .. 'errors:' .. id
+local rk = base .. 'result:' .. id
 local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(KEYS[2], redis.call('TYPE', KEYS[2])['ok'], 'zset')
   or typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset')
   or typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'zset')
   or typeerr(jk, redis.call('TYPE', jk)['ok'], 'hash')
+  or typeerr(ek, redis.call('TYPE', ek)['ok'], 'list')
+  or typeerr(rk, redis.call('TYPE', rk)['ok'], 'string')
 if e then return redis.error_reply(e) end
 local row = redis.call('HMGET', jk, 'state', 'attempts', 'payload')
-if not row[1] and not row[2] and not row[3] then return redis.error_reply('EMQNOJOB ' .. id) end
+if not row[1] and not row[2] and not row[3] then
+  -- Retired: its result, if the completion kept one (FORMAT result).
+  local v = redis.call('GET', rk)
+  local att, at = string.match(v or '', '^([0-9]+) ([0-9]+) ')
+  if not att then return redis.error_reply('EMQNOJOB ' .. id) end
+  return {'retired', att, '', '', tonumber(at), {}, string.sub(v, #att + #at + 3)}
+end
 local set, score = '', 0
 local scores = {
   redis.call('ZSCORE', KEYS[1], id),
@@ -53,4 +73,4 @@ for i = 1, 4 do
     break
   end
 end
-return {row[1], row[2], row[3], set, score}
+return {row[1], row[2], row[3], set, score, redis.call('LRANGE', ek, -10, -1), ''}

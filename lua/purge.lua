@@ -1,4 +1,5 @@
--- purge: delete dead jobs for good: their rows are deleted and their ids leave dead. With ids,
+-- purge: delete dead jobs for good: their rows and failure histories (FORMAT failure) are
+-- deleted and their ids leave dead. With ids,
 -- exactly those jobs, all or nothing; without, the oldest dead jobs (lex order is mint
 -- order), at most limit of them.
 --
@@ -8,7 +9,10 @@
 -- ARGV[2]  id*    jobid  optional; a starred ARGV repeats: one JOB id per job, each a dead job
 --          of the queue, no id twice
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        each job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
+-- FORMAT   failure  see fail.lua
 -- REPLY    {id, ...}: the JOB ids deleted; {} when dead was empty
 -- ERROR    EMQNOJOB   <id>: a named job has no row
 -- ERROR    EMQSTATE   <state> <id>: a named job is not dead (nothing written)
@@ -51,5 +55,8 @@ for _, id in ipairs(ids) do
   local jk = base .. 'job:' .. id
   redis.call('ZREM', KEYS[1], id)
   redis.call('DEL', jk)
+  -- A dead job was claimed, so it may have a failure history (FORMAT failure); see
+  -- complete.lua for the pcall.
+  redis.pcall('DEL', base .. 'errors:' .. id)
 end
 return ids

@@ -6,7 +6,11 @@
 -- ran out (FORMAT lease). The maximum is max_attempts when it is > 0, else the queue's meta
 -- field max_attempts, else default_max_attempts; 0 there means no maximum. An id whose row is
 -- missing or is not a hash is dropped from active and not reported. When a job went to pending
--- and the queue is not paused, one wake marker is pushed.
+-- and the queue is not paused, one wake marker is pushed. A lease that ran out is a failed
+-- attempt: each moved job's failure history gets the entry "lease expired" (FORMAT failure),
+-- unless the history key holds another type than a list, which is then left as it is. A job
+-- cancelled while claimed (state "cancelling") goes to dead, recorded as "cancelled" (FORMAT
+-- cancel).
 --
 -- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- KEYS[2]  emq:{<q>}:pending            score-0 set
@@ -21,10 +25,14 @@
 --          or absent; 0 = none. The Go bus passes Config.MaxAttempts (default 25; 0 when it
 --          is negative)
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        each job's failure history: KEYS[1] up to its type,
+--          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   wake     see enqueue.lua
+-- FORMAT   failure  see fail.lua
+-- FORMAT   cancel   see cancel.lua
 -- REPLY    {requeued, dead}: two lists of JOB ids, oldest deadline first: the jobs moved to
 --          pending and the jobs moved to dead; {{}, {}} when no lease had run out
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, pending, dead, meta, wake
@@ -57,18 +65,21 @@ if max == 0 then max = tonumber(meta[1]) or dmax end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
--- Per job one read (its attempts) and one write (its state); the sets take the moved ids in
--- one ZREM and one ZADD each per 1000 (unpack's bound).
+-- Per job one read (its state and attempts) and one write (its state), plus its failure
+-- history's entry; the sets take the moved ids in one ZREM and one ZADD each per 1000
+-- (unpack's bound).
 local requeued, dead, toPending, toDead = {}, {}, {}, {}
 for _, id in ipairs(expired) do
   local jk = base .. 'job:' .. id
-  -- HGET answers an error for a key of another type and nil for a missing row (or field):
-  -- EXISTS tells those two apart only then.
-  local att = redis.pcall('HGET', jk, 'attempts')
-  local hash = type(att) ~= 'table' and (att or redis.call('EXISTS', jk) == 1)
+  -- HMGET answers an error for a key of another type and two nils for a missing row (or a
+  -- hash with neither field): EXISTS tells those two apart only then.
+  local row = redis.pcall('HMGET', jk, 'state', 'attempts')
+  local hash = not row['err'] and (row[1] or row[2] or redis.call('EXISTS', jk) == 1)
   if hash then
-    att = tonumber(att) or 0
-    if max > 0 and att >= max then
+    local att = tonumber(row[2]) or 0
+    local text = 'lease expired'
+    if row[1] == 'cancelling' then text = 'cancelled' end
+    if text == 'cancelled' or max > 0 and att >= max then
       redis.call('HSET', jk, 'state', 'dead')
       toDead[#toDead + 1] = 0
       toDead[#toDead + 1] = id
@@ -79,6 +90,11 @@ for _, id in ipairs(expired) do
       toPending[#toPending + 1] = id
       requeued[#requeued + 1] = id
     end
+    -- The failure history (FORMAT failure). A key of another type (or, on a node migrating the
+    -- slot, one the node does not hold) refuses the RPUSH alone, which pcall keeps so.
+    local ek = base .. 'errors:' .. id
+    local pushed = redis.pcall('RPUSH', ek, string.format('%d %d ', att, now) .. text)
+    if type(pushed) == 'number' then redis.call('LTRIM', ek, -10, -1) end
   end
 end
 for i = 1, #expired, 1000 do

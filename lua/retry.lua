@@ -1,7 +1,7 @@
 -- retry: bring dead jobs back to pending, all or nothing. attempts is kept (it only grows:
 -- it is the fencing token), so a job retried after reaching the maximum goes back to dead on
 -- its next failure unless the maximum is raised. One wake marker is pushed unless the queue is
--- paused.
+-- paused. The failure history (FORMAT failure) is kept: it tells why the job died.
 --
 -- KEYS[1]  emq:{<q>}:dead               score-0 set
 -- KEYS[2]  emq:{<q>}:pending            score-0 set
@@ -12,6 +12,7 @@
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   wake     see enqueue.lua
+-- FORMAT   failure  see fail.lua
 -- REPLY    the number of jobs moved to pending (an integer)
 -- ERROR    EMQNOJOB   <id>: a job has no row
 -- ERROR    EMQSTATE   <state> <id>: a job is not dead (nothing written)

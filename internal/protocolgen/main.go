@@ -63,7 +63,7 @@ var codes = map[string]string{
 	"EMQKEYS":    "The KEYS are not the declared keys of one queue: wrong count, role prefix, name, type or hash tag. Nothing was read or written.",
 	"EMQARGS":    "An argument breaks its rule (or the count of ARGV is wrong, an id repeats, a combination is refused). Nothing was written.",
 	"EMQTYPE":    "A key (declared, or derived from one) holds another value type than the grammar says, or a guard holds no JOB id. Nothing was written.",
-	"EMQSTALE":   "Fencing: `EMQSTALE <reason>` with the reason `no row`, `not active` or `token mismatch` (FORMAT fencing). The caller no longer holds the job. Nothing was written.",
+	"EMQSTALE":   "Fencing: `EMQSTALE <reason>` with the reason `no row`, `not active` or `token mismatch` (FORMAT fencing): the caller no longer holds the job; or `cancelled` (extend only, FORMAT cancel): the caller holds the job, which was cancelled. Nothing was written.",
 	"EMQPAUSED":  "The queue is paused (meta field paused is \"1\"): claims hand out nothing until resume. Nothing was written.",
 	"EMQNOJOB":   "`EMQNOJOB <id>`: the job has no row.",
 	"EMQSTATE":   "`EMQSTATE <state> <id>`: the job is in a state the verb does not apply to. Nothing was written.",
@@ -76,7 +76,7 @@ var codes = map[string]string{
 }
 
 // formatOrder is the order of the shared formats in the document; others follow by name.
-var formatOrder = []string{"jobid", "envelope", "servertime", "lease", "fencing", "wake", "periodic", "row", "inval"}
+var formatOrder = []string{"jobid", "envelope", "servertime", "lease", "fencing", "cancel", "failure", "result", "wake", "periodic", "row", "inval"}
 
 func render() ([]byte, error) {
 	scripts := lua.All()

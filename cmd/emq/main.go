@@ -1,0 +1,31 @@
+// Command emq operates EchoMQ queues and EchoCache tables on a Valkey server or cluster:
+// list queues and tables, read counts and fleet stats, browse sets, show a job with its
+// payload decoded, and retry, purge, pause, resume, cancel and enqueue.
+//
+// Install it with
+//
+//	go install github.com/echocache/echocache/cmd/emq@latest
+//
+// The server is named by --addr (or VALKEY_ADDR; default 127.0.0.1:6379): one address, or
+// comma-separated seeds of a cluster (--cluster insists on a cluster). Every command takes
+// --json and then prints one JSON document (watch: one per refresh) instead of text.
+//
+// Exit codes, for scripts:
+//
+//	0  success
+//	1  any other failure (the server answered an error, a reply the tool does not understand)
+//	2  usage error: an unknown command or flag, a missing or malformed argument
+//	3  not found: the queue is not in the registry, the job has no row, the table is unknown
+//	4  the server is unreachable: no connection within --connect-timeout (default 5 s)
+//	5  refused or aborted: a destructive command not confirmed, or the job is in a state the
+//	   command does not apply to
+//
+// Destructive commands (purge, retry --all) ask for confirmation when stdin is a terminal,
+// and refuse without one unless --yes is given.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
+}

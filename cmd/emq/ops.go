@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/keys"
+)
+
+// The verbs that change a queue: retry, purge, pause, resume, cancel.
+
+// changed is what a verb that changes a queue prints.
+type changed struct {
+	Queue  string   `json:"queue"`
+	Action string   `json:"action"`
+	IDs    []string `json:"ids,omitempty"`
+	Count  int      `json:"count"`
+	// State is the state cancel found the job in.
+	State string `json:"state,omitempty"`
+}
+
+func (a *app) printChanged(c changed) error {
+	return a.emit(c, func() {
+		switch {
+		case c.State != "":
+			fmt.Fprintf(a.out, "%s: %s %s (was %s)\n", c.Queue, c.Action, c.IDs[0], c.State)
+		case c.Action == "paused" || c.Action == "resumed":
+			fmt.Fprintf(a.out, "%s: %s\n", c.Queue, c.Action)
+		default:
+			fmt.Fprintf(a.out, "%s: %s %d jobs\n", c.Queue, c.Action, c.Count)
+		}
+	})
+}
+
+func parseJobIDs(args []string) ([]keys.JobID, error) {
+	ids := make([]keys.JobID, len(args))
+	for i, s := range args {
+		var err error
+		if ids[i], err = parseJobID(s); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+func idStrings(ids []keys.JobID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
+
+func retryCmd(a *app) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "retry <queue> <id>... | retry <queue> --all",
+		Short: "Bring dead jobs back to pending",
+		Long: `Bring the named dead jobs back to pending, all or nothing (exit 5 when one is not dead), or
+with --all every job dead when the command starts, oldest first, a page at a time. --all asks
+for confirmation on a terminal and refuses without one unless --yes. A retried job keeps its
+attempts, so it goes back to dead on its next failure unless the maximum is raised.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			queue := args[0]
+			if all == (len(args) > 1) {
+				return usagef("retry: name job ids or --all, not both nor neither")
+			}
+			ids, err := parseJobIDs(args[1:])
+			if err != nil {
+				return err
+			}
+			if err := a.connect(); err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx()
+			defer cancel()
+			if err := a.requireQueue(ctx, queue); err != nil {
+				return err
+			}
+			if !all {
+				n, err := a.bus.RetryDead(ctx, queue, ids...)
+				if err != nil {
+					return err
+				}
+				return a.printChanged(changed{Queue: queue, Action: "retried", IDs: idStrings(ids), Count: n})
+			}
+			counts, err := a.bus.Counts(ctx, queue)
+			if err != nil {
+				return err
+			}
+			if err := a.confirm(fmt.Sprintf("retry all %d dead jobs of %s", counts.Dead, queue)); err != nil {
+				return err
+			}
+			// Bounded by the dead count read above, so jobs that die again meanwhile are not
+			// retried in a loop.
+			total, left := 0, int(counts.Dead)
+			for left > 0 {
+				page, err := a.bus.Browse(ctx, queue, &bus.BrowseOpts{Set: keys.Dead, Limit: min(left, bus.DefaultLimit)})
+				if err != nil {
+					return err
+				}
+				if len(page.IDs) == 0 {
+					break
+				}
+				n, err := a.bus.RetryDead(ctx, queue, page.IDs...)
+				if err != nil {
+					return err
+				}
+				total += n
+				left -= len(page.IDs)
+			}
+			return a.printChanged(changed{Queue: queue, Action: "retried", Count: total})
+		},
+	}
+	c.Flags().BoolVar(&all, "all", false, "retry every dead job")
+	c.Flags().BoolVar(&a.yes, "yes", false, "do not ask for confirmation")
+	return c
+}
+
+func purgeCmd(a *app) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "purge <queue> <id>... | purge <queue> --all",
+		Short: "Delete dead jobs for good",
+		Long: `Delete the named dead jobs for good (row and id), all or nothing (exit 5 when one is not
+dead), or with --all every job dead when the command starts. It asks for confirmation on a
+terminal and refuses without one unless --yes.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			queue := args[0]
+			if all == (len(args) > 1) {
+				return usagef("purge: name job ids or --all, not both nor neither")
+			}
+			ids, err := parseJobIDs(args[1:])
+			if err != nil {
+				return err
+			}
+			if err := a.connect(); err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx()
+			defer cancel()
+			if err := a.requireQueue(ctx, queue); err != nil {
+				return err
+			}
+			if !all {
+				if err := a.confirm(fmt.Sprintf("purge %d dead jobs of %s", len(ids), queue)); err != nil {
+					return err
+				}
+				gone, err := a.bus.PurgeDead(ctx, queue, &bus.PurgeOpts{IDs: ids})
+				if err != nil {
+					return err
+				}
+				return a.printChanged(changed{Queue: queue, Action: "purged", IDs: idStrings(gone), Count: len(gone)})
+			}
+			counts, err := a.bus.Counts(ctx, queue)
+			if err != nil {
+				return err
+			}
+			if err := a.confirm(fmt.Sprintf("purge all %d dead jobs of %s", counts.Dead, queue)); err != nil {
+				return err
+			}
+			total, left := 0, int(counts.Dead)
+			for left > 0 {
+				gone, err := a.bus.PurgeDead(ctx, queue, &bus.PurgeOpts{Limit: min(left, bus.DefaultLimit)})
+				if err != nil {
+					return err
+				}
+				if len(gone) == 0 {
+					break
+				}
+				total += len(gone)
+				left -= len(gone)
+			}
+			return a.printChanged(changed{Queue: queue, Action: "purged", Count: total})
+		},
+	}
+	c.Flags().BoolVar(&all, "all", false, "purge every dead job")
+	c.Flags().BoolVar(&a.yes, "yes", false, "do not ask for confirmation")
+	return c
+}
+
+func pauseCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "pause <queue>",
+		Short: "Stop a queue from handing out work",
+		Long:  `Pause a queue: claims hand out nothing until emq resume. Producers may still enqueue. Pausing a paused queue is not an error.`,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.queueVerb(args[0], "paused", (*bus.Bus).Pause)
+		},
+	}
+}
+
+func resumeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume <queue>",
+		Short: "Let a paused queue hand out work again",
+		Long:  `Resume a paused queue and wake its idle workers. Resuming a running queue is not an error.`,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.queueVerb(args[0], "resumed", (*bus.Bus).Resume)
+		},
+	}
+}
+
+// queueVerb runs pause or resume on queue.
+func (a *app) queueVerb(queue, action string, verb func(b *bus.Bus, ctx context.Context, queue string) error) error {
+	if err := a.connect(); err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx()
+	defer cancel()
+	if err := a.requireQueue(ctx, queue); err != nil {
+		return err
+	}
+	if err := verb(a.bus, ctx, queue); err != nil {
+		return err
+	}
+	return a.printChanged(changed{Queue: queue, Action: action})
+}
+
+func cancelCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel <queue> <id>",
+		Short: "Cancel a waiting job",
+		Long: `Cancel a job: a pending or scheduled job is deleted, and the state it had is printed. Exit 3
+when the job has no row, 5 when its state does not allow it.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			queue := args[0]
+			id, err := parseJobID(args[1])
+			if err != nil {
+				return err
+			}
+			if err := a.connect(); err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx()
+			defer cancel()
+			if err := a.requireQueue(ctx, queue); err != nil {
+				return err
+			}
+			state, err := a.bus.Cancel(ctx, queue, id)
+			if err != nil {
+				return err
+			}
+			return a.printChanged(changed{Queue: queue, Action: "cancelled", IDs: []string{id.String()}, Count: 1, State: string(state)})
+		},
+	}
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/bus"
+)
+
+// progName prefixes the tool's messages.
+const progName = "emq"
+
+// Defaults of the global flags.
+const (
+	// defaultAddr is the server when neither --addr nor VALKEY_ADDR names one.
+	defaultAddr = "127.0.0.1:6379"
+	// defaultConnectTimeout bounds connecting to the server.
+	defaultConnectTimeout = 5 * time.Second
+	// defaultTimeout bounds each command's round trips once connected.
+	defaultTimeout = 10 * time.Second
+)
+
+// commands are the subcommands, one constructor per file. A new command (emq dash, say)
+// adds its constructor here.
+var commands = []func(*app) *cobra.Command{
+	queuesCmd,
+	statsCmd,
+	lsCmd,
+	showCmd,
+	retryCmd,
+	purgeCmd,
+	pauseCmd,
+	resumeCmd,
+	cancelCmd,
+	enqueueCmd,
+	tablesCmd,
+	tableCmd,
+	watchCmd,
+}
+
+// app is one run of the tool: its streams, its global flags and, once a command asks for
+// it, the connection.
+type app struct {
+	in       io.Reader
+	out, err io.Writer
+	getenv   func(string) string
+	// isTTY tells whether stdin is a terminal (confirmations); a test replaces it.
+	isTTY func() bool
+
+	addr           string
+	cluster        bool
+	connectTimeout time.Duration
+	timeout        time.Duration
+	json           bool
+	yes            bool
+
+	client valkey.Client
+	bus    *bus.Bus
+}
+
+// run runs the tool with args and returns its exit code.
+func run(args []string, in io.Reader, out, errw io.Writer, getenv func(string) string) int {
+	a := &app{in: in, out: out, err: errw, getenv: getenv, isTTY: func() bool { return isTerminal(in) }}
+	return a.run(args)
+}
+
+func (a *app) run(args []string) int {
+	root := a.root()
+	root.SetArgs(args)
+	err := root.Execute()
+	if a.client != nil {
+		a.client.Close()
+	}
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	if isFlagError(err) {
+		code = exitUsage
+	}
+	if a.json {
+		a.printJSONError(err, code)
+	} else {
+		fmt.Fprintf(a.err, "%s: %v\n", progName, err)
+	}
+	return code
+}
+
+// root is the root command with every subcommand of commands.
+func (a *app) root() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "emq",
+		Short: "Operate EchoMQ queues and EchoCache tables",
+		Long: `emq operates EchoMQ queues and EchoCache tables on a Valkey server or cluster.
+
+The server is --addr, else $VALKEY_ADDR, else ` + defaultAddr + `: one address, or the
+comma-separated seeds of a cluster. Every command takes --json.
+
+Exit codes: 0 success, 1 other failure, 2 usage error, 3 not found (queue, job, table),
+4 server unreachable, 5 refused or aborted (not confirmed, wrong job state).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(a.in)
+	root.SetOut(a.out)
+	root.SetErr(a.err)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{exitUsage, fmt.Errorf("%w (see emq %s --help)", err, c.Name())}
+	})
+	addr := a.getenv("VALKEY_ADDR")
+	if addr == "" {
+		addr = defaultAddr
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&a.addr, "addr", addr, "server address, or comma-separated cluster seeds ($VALKEY_ADDR)")
+	f.BoolVar(&a.cluster, "cluster", false, "the server must be a cluster (seeds from --addr)")
+	f.DurationVar(&a.connectTimeout, "connect-timeout", defaultConnectTimeout, "bound on connecting to the server")
+	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "bound on each command's round trips once connected")
+	f.BoolVar(&a.json, "json", false, "print JSON instead of text")
+	for _, mk := range commands {
+		root.AddCommand(mk(a))
+	}
+	return root
+}
+
+// isFlagError reports whether err is one of cobra's argument errors (an unknown command, a
+// wrong number of arguments), which cobra returns as plain errors.
+func isFlagError(err error) bool {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.Contains(msg, "arg(s)") || strings.HasPrefix(msg, "invalid argument")
+}
+
+// connect opens the client and the bus, once; the dial and the first round trip are bounded
+// by --connect-timeout, and a failure names the address.
+func (a *app) connect() error {
+	if a.client != nil {
+		return nil
+	}
+	var seeds []string
+	for _, s := range strings.Split(a.addr, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	if len(seeds) == 0 {
+		return usagef("--addr: no address")
+	}
+	if a.connectTimeout <= 0 {
+		return usagef("--connect-timeout: %v is not positive", a.connectTimeout)
+	}
+	opt := valkey.ClientOption{
+		InitAddress:  seeds,
+		DisableCache: true,
+		Dialer:       netDialer(a.connectTimeout),
+		// A command that cannot be written within the bound fails instead of waiting.
+		ConnWriteTimeout: a.connectTimeout,
+	}
+	client, err := valkey.NewClient(opt)
+	if err != nil {
+		return &exitError{exitUnreachable, fmt.Errorf("cannot connect to %s within %v: %w", a.addr, a.connectTimeout, err)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.connectTimeout)
+	defer cancel()
+	if err := client.Do(ctx, client.B().Ping().Build()).Error(); err != nil {
+		client.Close()
+		return &exitError{exitUnreachable, fmt.Errorf("cannot reach %s within %v: %w", a.addr, a.connectTimeout, err)}
+	}
+	if a.cluster && client.Mode() != valkey.ClientModeCluster {
+		client.Close()
+		return usagef("--cluster: %s is not a cluster (mode %s)", a.addr, client.Mode())
+	}
+	b, err := bus.New(client, bus.Config{})
+	if err != nil {
+		client.Close()
+		return err
+	}
+	a.client, a.bus = client, b
+	return nil
+}
+
+// ctx is a context bounded by --timeout for one command's round trips.
+func (a *app) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), a.timeout)
+}
+
+// isTerminal reports whether r is a character device (a terminal).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// netDialer is the dialer of every connection: its timeout is --connect-timeout.
+func netDialer(timeout time.Duration) net.Dialer { return net.Dialer{Timeout: timeout} }

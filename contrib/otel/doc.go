@@ -1,0 +1,31 @@
+// Package echootel traces and measures EchoMQ with OpenTelemetry.
+//
+// Tracing: the producer's span context travels inside the job, in the envelope's header
+// block (bus.WithHeaders; FORMAT envelope in PROTOCOL.md) as W3C traceparent and tracestate,
+// which any runtime can read. [Telemetry.EnqueueTask] (or [Telemetry.Inject] for payloads
+// built by hand) starts a "send <queue>" span of kind producer and injects it;
+// [Telemetry.Middleware], installed in bus.WorkerConfig.Middleware, extracts it and runs the
+// handler in a "process <queue>" span of kind consumer, a child of the producer's span (one
+// trace across processes) with a link to it as the messaging conventions ask. Both carry the
+// OpenTelemetry messaging semantic-convention attributes: messaging.system "echomq",
+// messaging.destination.name (the queue), messaging.operation.name and .type (send,
+// process), messaging.message.id (the JOB id), messaging.message.body.size, and
+// echomq.job.kind and echomq.job.attempt.
+//
+// Metrics, equivalent to package contrib/prometheus's (an OTel name for each Prometheus
+// name: dots for underscores, no _total, the unit in the instrument):
+//
+//   - [Telemetry.Middleware] records the histograms echomq.job.run.duration (s; attributes
+//     messaging.destination.name, echomq.job.kind, echomq.job.outcome) and
+//     echomq.job.wait.duration (s; first claims only: claim time minus the mint time the id
+//     carries).
+//   - [ObserveFleet] registers observable instruments read from what every process publishes
+//     in Valkey, at each collection: echomq.queue.jobs (attribute echomq.job.state),
+//     echomq.queue.paused, echomq.queue.workers, echomq.queue.worker_slots,
+//     echomq.queue.jobs_running, the counters echomq.jobs.claimed, .completed, .failed,
+//     .retried, .dead, .snoozed, .handed_back, .stale, .lease_lost; and per table
+//     (attribute echocache.table) echocache.table.caches, .degraded_caches, .hits (attribute
+//     echocache.tier), .misses, .loads, .load_errors, .load_time (s), .invalidations_sent,
+//     .invalidations_received, .gaps, .regressions, .flushes, .propagations,
+//     .propagation_time (s) and .propagation_max (s).
+package echootel
