@@ -205,5 +205,8 @@ func (d *Dashboard) cancelJob(ctx context.Context, r *http.Request, queue string
 	if err != nil {
 		return "", err
 	}
+	if st == bus.StateActive || st == bus.StateCancelling {
+		return fmt.Sprintf("asked %s to stop: it was running; its worker cancels the handler and the job goes to dead", id), nil
+	}
 	return fmt.Sprintf("cancelled %s (it was %s)", id, st), nil
 }

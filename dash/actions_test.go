@@ -206,6 +206,16 @@ func TestActions(t *testing.T) {
 	require.Equal(t, "cancelled "+e.ID.String()+" (it was pending)", do("/queues/"+q+"/jobs/"+e.ID.String()+"/cancel", url.Values{}))
 	require.Equal(t, bus.Counts{}, counts())
 
+	// A running job is asked to stop: cancelling, still active.
+	e, err = s.bus.Enqueue(ctx, q, []byte("running"), nil)
+	require.NoError(t, err)
+	_, err = s.bus.Claim(ctx, q, nil)
+	require.NoError(t, err)
+	require.Contains(t, do("/queues/"+q+"/jobs/"+e.ID.String()+"/cancel", url.Values{}), "asked "+e.ID.String()+" to stop")
+	info, err := s.bus.Lookup(ctx, q, e.ID)
+	require.NoError(t, err)
+	require.Equal(t, bus.StateCancelling, info.State)
+
 	// A bad id is refused by name, and nothing moves.
 	form := url.Values{"csrf": {tok}, "confirm": {"yes"}, "id": {"JOB_nope"}}
 	resp, body := s.post("/queues/"+q+"/retry", form, sameOrigin)

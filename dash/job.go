@@ -63,21 +63,43 @@ func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request) {
 	info, err := d.cfg.Bus.Lookup(ctx, queue, id)
 	switch {
 	case errors.Is(err, bus.ErrNotFound):
-		d.fail(w, r, http.StatusNotFound, "job "+id.String()+" of queue "+queue+" has no row: never enqueued, completed, cancelled or purged")
+		d.fail(w, r, http.StatusNotFound, "job "+id.String()+" of queue "+queue+" has no row: never enqueued, completed (without a kept result), cancelled or purged")
 		return
 	case err != nil:
 		d.fail(w, r, http.StatusBadGateway, err.Error())
 		return
 	}
+	var result *payloadView
+	if info.Result != nil {
+		v := showPayload(info.Result)
+		result = &v
+	}
 	d.render(w, r, http.StatusOK, "job", "Job "+id.String(), struct {
-		Queue     string
-		Info      bus.JobInfo
-		Set       string
-		Payload   payloadView
-		CanRetry  bool
-		CanCancel bool
-	}{queue, info, setName(info.Set), showPayload(info.Payload), info.State == bus.StateDead,
-		info.State == bus.StatePending || info.State == bus.StateScheduled})
+		Queue       string
+		Info        bus.JobInfo
+		Set         string
+		AtLabel     string
+		Payload     payloadView
+		Result      *payloadView
+		MaxFailures int
+		CanRetry    bool
+		CanCancel   bool
+	}{queue, info, setName(info.Set), atLabel(info.State), showPayload(info.Payload), result, bus.MaxFailures,
+		info.State == bus.StateDead,
+		info.State == bus.StatePending || info.State == bus.StateScheduled || info.State == bus.StateActive})
+}
+
+// atLabel names JobInfo.At for a state.
+func atLabel(s bus.State) string {
+	switch s {
+	case bus.StateActive, bus.StateCancelling:
+		return "Lease deadline"
+	case bus.StateScheduled:
+		return "Runs at"
+	case bus.StateRetired:
+		return "Completed"
+	}
+	return "At"
 }
 
 // setName is the tab name of a set.

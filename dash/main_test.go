@@ -105,7 +105,7 @@ func deadJob(t *testing.T, b *bus.Bus, queue string, payload []byte) keys.JobID 
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 	require.Equal(t, e.ID, jobs[0].ID)
-	out, err := b.Fail(ctx, jobs[0], &bus.FailOpts{MaxAttempts: 1})
+	out, err := b.Fail(ctx, jobs[0], &bus.FailOpts{MaxAttempts: 1, Error: "smtp said no <550>"})
 	require.NoError(t, err)
 	require.Equal(t, bus.StateDead, out.State)
 	return e.ID

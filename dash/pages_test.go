@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -26,6 +27,8 @@ func TestPages(t *testing.T) {
 	payload, err := bus.Envelope("email.send", []byte(`{"to":"ada@example.com","n":3}`))
 	require.NoError(t, err)
 	dead := deadJob(t, s.bus, q, payload)
+	sched, err := s.bus.Enqueue(ctx, q, []byte("later"), &bus.EnqueueOpts{Delay: time.Hour})
+	require.NoError(t, err)
 	pending, err := s.bus.Enqueue(ctx, q, []byte("plain <b>text</b>"), nil)
 	require.NoError(t, err)
 	require.NoError(t, s.bus.DeclarePeriodic(ctx, q, bus.Periodic{Name: "nightly", Cron: "0 3 * * *", Kind: "report", Args: map[string]int{"days": 1}}))
@@ -49,16 +52,33 @@ func TestPages(t *testing.T) {
 	code, body = s.get("/queues/" + q)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, pending.ID.String(), "pending is the default tab")
+	code, body = s.get("/queues/" + q + "?set=scheduled")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, sched.ID.String())
+	require.Contains(t, body, "Runs at")
+	require.NotContains(t, body, `name="from"`, "schedule is ordered by run-at: no mint-time range")
+	jobs, err := s.bus.Claim(ctx, q, nil) // the pending one
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	code, body = s.get("/queues/" + q + "?set=active")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, jobs[0].ID.String())
+	require.Contains(t, body, "Lease deadline")
+	require.Contains(t, body, `<td class="n">1</td>`, "the holder's token")
 
 	code, body = s.get("/queues/" + q + "/jobs/" + dead.String())
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, "email.send")
 	require.Contains(t, body, "\n  &#34;to&#34;: &#34;ada@example.com&#34;,", "the args indented")
 	require.Contains(t, body, `id="retry"`)
+	require.Contains(t, body, "attempt 1,")
+	require.Contains(t, body, "smtp said no &lt;550&gt;", "the failure, escaped")
 	code, body = s.get("/queues/" + q + "/jobs/" + pending.ID.String())
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, "plain &lt;b&gt;text&lt;/b&gt;", "text is escaped")
-	require.Contains(t, body, `id="cancel"`)
+	require.Contains(t, body, "Lease deadline", "claimed above")
+	require.Contains(t, body, `id="cancel"`, "a running job can be cancelled")
+	require.Contains(t, body, "This job has not failed.")
 
 	code, body = s.get("/tables/" + tbl)
 	require.Equal(t, http.StatusOK, code, body)
@@ -119,4 +139,32 @@ func TestBrowsePaging(t *testing.T) {
 	_, none := s.get("/queues/" + q + "?from=2000-01-01T00:00&to=2000-01-02T00:00")
 	require.NotContains(t, none, ids[0])
 	require.Contains(t, none, "No job in this set in this range")
+
+	// Active is paged by lease deadline: the cursor carries the last entry's score too.
+	claimed := 0
+	for claimed < len(ids) {
+		jobs, err := s.bus.Claim(context.Background(), q, &bus.ClaimOpts{Count: len(ids) - claimed})
+		require.NoError(t, err)
+		require.NotEmpty(t, jobs)
+		claimed += len(jobs)
+	}
+	_, first = s.get("/queues/" + q + "?set=active")
+	end = strings.Index(first, `" id="next"`)
+	require.Positive(t, end, "a next link")
+	start = strings.LastIndex(first[:end], `href="`) + len(`href="`)
+	next = strings.ReplaceAll(first[start:end], "&amp;", "&")
+	require.Contains(t, next, "at=")
+	_, second = s.get("/queues/" + q + next)
+	seen := 0
+	for _, id := range ids {
+		in1, in2 := strings.Contains(first, ">"+id+"</a>"), strings.Contains(second, ">"+id+"</a>")
+		require.False(t, in1 && in2, "%s on both pages", id)
+		if in1 || in2 {
+			seen++
+		}
+	}
+	require.Equal(t, len(ids), seen, "every active job on one of the two pages")
+	code, body := s.get("/queues/" + q + "?set=active&after=" + ids[0] + "&at=nope")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, "at: &#34;nope&#34; is not a time in unix ms")
 }

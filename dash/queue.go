@@ -27,21 +27,28 @@ type jobRow struct {
 	ID     keys.JobID
 	Minted time.Time
 	At     time.Time // lease deadline (active) or run-at (scheduled); zero otherwise
+	Token  int64     // attempts as the page read them (active and scheduled)
 }
 
 // browseForm is the paging of a set, as the query string carries it.
 type browseForm struct {
 	Set    string
 	After  string
+	At     string // the score half of an active or schedule cursor (unix ms)
 	Newest bool
 	From   string // datetime-local, UTC
 	To     string
 }
 
-func (f browseForm) query(after string) string {
+// ByScore tells whether the set is ordered by score (lease deadline, run-at), not mint time:
+// no mint-time range then.
+func (f browseForm) ByScore() bool { return f.Set == "active" || f.Set == "scheduled" }
+
+// query is the form's query string with cursor (nil: the first page).
+func (f browseForm) query(cursor url.Values) string {
 	v := url.Values{"set": {f.Set}}
-	if after != "" {
-		v.Set("after", after)
+	for k, vs := range cursor {
+		v[k] = vs
 	}
 	if f.Newest {
 		v.Set("newest", "1")
@@ -77,7 +84,7 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f := browseForm{Set: q.Get("set"), After: q.Get("after"), Newest: q.Get("newest") == "1", From: q.Get("from"), To: q.Get("to")}
+	f := browseForm{Set: q.Get("set"), After: q.Get("after"), At: q.Get("at"), Newest: q.Get("newest") == "1", From: q.Get("from"), To: q.Get("to")}
 	if f.Set == "" {
 		f.Set = "pending"
 	}
@@ -100,12 +107,17 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request) {
 			bad = "after: " + err.Error()
 		}
 	}
-	var b1, b2 string
-	opts.From, b1 = parseLocal("from", f.From)
-	opts.To, b2 = parseLocal("to", f.To)
-	bad = firstOf(bad, b1, b2)
+	var b1, b2, b3 string
+	if f.ByScore() {
+		f.From, f.To = "", "" // active and schedule are ordered by score: no mint-time range
+		opts.AfterAt, b3 = cursorAt(f.At)
+	} else {
+		opts.From, b1 = parseLocal("from", f.From)
+		opts.To, b2 = parseLocal("to", f.To)
+	}
+	bad = firstOf(bad, b1, b2, b3)
 	var rows []jobRow
-	var next string
+	var next url.Values
 	var browseErr string
 	if bad == "" {
 		rows, next, browseErr = d.browse(ctx, name, opts)
@@ -123,7 +135,7 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request) {
 		tabs[i].On = tabs[i].Name == f.Set
 	}
 	nextQuery := ""
-	if next != "" {
+	if next != nil {
 		nextQuery = "?" + f.query(next)
 	}
 	d.render(w, r, http.StatusOK, "queue", "Queue "+name, struct {
@@ -139,7 +151,7 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request) {
 		Periodic    []bus.PeriodicInfo
 		PeriodicErr string
 		Tput        throughputView
-	}{name, counts, tabs, f, rows, nextQuery, "?" + f.query(""), bad, browseErr, periodic, periodicErr,
+	}{name, counts, tabs, f, rows, nextQuery, "?" + f.query(nil), bad, browseErr, periodic, periodicErr,
 		throughput(d.sampler.series(name))})
 }
 

@@ -246,7 +246,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		b.do(t, chromedp.Navigate(base+"/queues/orders/jobs/"+s.dead.String()), chromedp.WaitVisible(id("state")))
 		require.Equal(t, "dead", b.text(t, "state"))
 		require.Contains(t, b.text(t, "payload"), `"order_id": "ord-01000"`, "the envelope's JSON args, indented")
-		failureShown(t, b)
+		failures := b.text(t, "failures")
+		require.Contains(t, failures, failReason, "the failure reason is visible")
+		require.Contains(t, failures, "attempt 1")
 		b.clean(t, "the dead job")
 	})
 

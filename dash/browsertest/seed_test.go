@@ -71,7 +71,7 @@ func seed(t *testing.T, srv *echotest.Server) seeded {
 	require.NoError(t, err)
 	require.Len(t, jobs, 3)
 	for i, j := range jobs[:2] {
-		_, err := b.Fail(ctx, j, failOpts(failReason))
+		_, err := b.Fail(ctx, j, &bus.FailOpts{MaxAttempts: 1, Error: failReason})
 		require.NoError(t, err)
 		if i == 0 {
 			s.dead = j.ID
