@@ -44,7 +44,7 @@ var allowed = map[string][]string{
 	"bench":                 {"cache", "tables"}, // InvalidationSide, shared with bench/peers
 	"bench/cmd/benchreport": {"bench"},
 	"bench/cmd/emqprofile":  {"bus", "keys", "lua"},
-	"cmd/emq":               {"bus", "cache", "keys"},
+	"cmd/emq":               {"bus", "cache", "dash", "keys"},
 	"examples/jobs":         {"bus", "keys"},
 	"examples/periodic":     {"bus"},
 	"examples/quickstart":   {"cache", "tables"},
