@@ -1,6 +1,6 @@
 .DEFAULT_GOAL := help
 
-.PHONY: help setup demo test fuzz soak protocol
+.PHONY: help setup demo test fuzz soak protocol screenshots
 
 # The nested modules: the demo service (SQLite, Prometheus), the peers measured by make bench, and
 # a user's module that imports echotest as users do.
@@ -10,14 +10,17 @@ USERTEST := echotest/internal/usertest
 # The integrations with heavy dependencies: nested modules of their own.
 PROM     := contrib/prometheus
 OTEL     := contrib/otel
+# The dashboard's browser tests: chromedp drives Debian's chromium (.ci/install-chromium).
+BROWSER  := dash/browsertest
 DEMO_ARGS ?=
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup: ## Install valkey-server and valkey-cli (.ci/install-valkey) and promtool (.ci/install-promtool) if missing
+setup: ## Install valkey-server and valkey-cli (.ci/install-valkey), promtool (.ci/install-promtool) and chromium (.ci/install-chromium) if missing
 	bash .ci/install-valkey
 	bash .ci/install-promtool
+	bash .ci/install-chromium
 
 demo: ## The main demo: Valkey + two service instances under a Zipf load, every read checked (DEMO_ARGS="-duration 60s -kill-at 15s")
 	@# The service builds while Valkey installs: on a fresh machine both take about a minute.
@@ -27,17 +30,22 @@ demo: ## The main demo: Valkey + two service instances under a Zipf load, every 
 	wait $$build || { echo "demo: building $(SERVICE) failed" >&2; exit 1; }; \
 	$$bin demo $(DEMO_ARGS); status=$$?; rm -rf $$(dirname $$bin); exit $$status
 
-test: setup ## go vet, then all tests with the race detector; the nested modules (contrib/ too) are vetted and tested, promtool required
+test: setup ## go vet, then all tests with the race detector; the nested modules (contrib/ too) are vetted and tested, promtool and chromium required
 	go vet ./...
 	go test -race -count=1 -timeout 15m ./...
 	cd $(SERVICE) && go vet ./... && go test -count=1 -timeout 10m ./...
 	cd $(USERTEST) && go vet ./... && go test -race -count=1 -timeout 5m ./...
 	cd $(PROM) && go vet ./... && ECHOCACHE_REQUIRE_PROMTOOL=1 go test -race -count=1 -timeout 5m ./...
 	cd $(OTEL) && go vet ./... && go test -race -count=1 -timeout 5m ./...
+	cd $(BROWSER) && go vet ./... && ECHO_BROWSER_REQUIRED=1 go test -count=1 -timeout 5m ./...
 	cd $(PEERS) && go vet ./...
 
 protocol: ## Regenerate PROTOCOL.md from the grammar (keys/) and the script headers (lua/*.lua); a test fails when it is stale
 	go run ./internal/protocolgen
+
+screenshots: ## Rewrite docs/dash-overview.png and docs/dash-job.png from the browser test
+	bash .ci/install-chromium
+	cd $(BROWSER) && ECHO_BROWSER_REQUIRED=1 ECHO_DASH_SCREENSHOTS=1 go test -count=1 -run 'TestDashboardInBrowser' ./...
 
 fuzz: ## Fuzz keys/ (FuzzParse) for 60 s
 	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/

@@ -299,17 +299,7 @@ func (b *Bus) Counts(ctx context.Context, queue string) (Counts, error) {
 	if err != nil {
 		return Counts{}, errorFor(call{op: op, queue: queue}, err)
 	}
-	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 6 {
-		return Counts{}, protocolError(op, "reply %v", msg)
-	}
-	n := make([]int64, 6)
-	for i := range arr {
-		if n[i], err = arr[i].AsInt64(); err != nil {
-			return Counts{}, protocolError(op, "reply %v", msg)
-		}
-	}
-	return Counts{Pending: n[0], Active: n[1], Scheduled: n[2], Dead: n[3], Paused: n[4] == 1, MaxAttempts: int(n[5])}, nil
+	return countsReply(msg)
 }
 
 // NextDue reads how long, on the server's clock, until the earliest scheduled job of queue

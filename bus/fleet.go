@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/echocache/echocache/lua"
 )
 
@@ -62,6 +64,12 @@ func (b *Bus) WorkerStats(ctx context.Context, queue string) (FleetStats, error)
 	if err != nil {
 		return FleetStats{}, errorFor(call{op: op, queue: queue}, err)
 	}
+	return workerStatsReply(queue, msg)
+}
+
+// workerStatsReply decodes a workers_read reply {now_ms, fields, id, snapshot, ...}.
+func workerStatsReply(queue string, msg valkey.ValkeyMessage) (FleetStats, error) {
+	const op = "worker stats"
 	arr, err := msg.ToArray()
 	if err != nil || len(arr) < 2 || len(arr)%2 != 0 {
 		return FleetStats{}, protocolError(op, "reply %v", msg)

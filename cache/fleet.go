@@ -9,6 +9,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
 )
 
 // The reading side of the stats caches publish (publish.go): what a tool in another process
@@ -59,11 +60,27 @@ func ReadStats(ctx context.Context, client valkey.Client, table string) (FleetSt
 	if client == nil {
 		return FleetStats{}, fmt.Errorf("%w: ReadStats: nil valkey client", ErrInvalid)
 	}
+	run, err := StatsRun(table)
+	if err != nil {
+		return FleetStats{}, err
+	}
+	return DecodeStats(table, scriptStatsRead.Exec(ctx, client, run.Keys, run.Args))
+}
+
+// StatsRun is the script call [ReadStats] sends for table, for a tool that pipelines the
+// reads of many tables (and of queues: see bus.CountsRun) in one round trip with
+// lua.Pipeline; [DecodeStats] reads its reply.
+func StatsRun(table string) (lua.Run, error) {
 	tk, err := keys.NewTable(table)
 	if err != nil {
-		return FleetStats{}, fmt.Errorf("%w: ReadStats: %w", ErrInvalid, err)
+		return lua.Run{}, fmt.Errorf("%w: ReadStats: %w", ErrInvalid, err)
 	}
-	msg, err := scriptStatsRead.Exec(ctx, client, []string{tk.Stats()}, []string{fmt.Sprint(maxReports)}).ToMessage()
+	return lua.Run{Script: scriptStatsRead, Keys: []string{tk.Stats()}, Args: []string{fmt.Sprint(maxReports)}}, nil
+}
+
+// DecodeStats reads the reply of a [StatsRun] of table.
+func DecodeStats(table string, reply valkey.ValkeyResult) (FleetStats, error) {
+	msg, err := reply.ToMessage()
 	if err != nil {
 		return FleetStats{}, fmt.Errorf("cache: reading the stats of table %s: %w", table, err)
 	}

@@ -45,6 +45,7 @@ var commands = []func(*app) *cobra.Command{
 	tablesCmd,
 	tableCmd,
 	watchCmd,
+	dashCmd,
 }
 
 // app is one run of the tool: its streams, its global flags and, once a command asks for

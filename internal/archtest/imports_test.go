@@ -44,12 +44,14 @@ var allowed = map[string][]string{
 	"bench":                 {"cache", "tables"}, // InvalidationSide, shared with bench/peers
 	"bench/cmd/benchreport": {"bench"},
 	"bench/cmd/emqprofile":  {"bus", "keys", "lua"},
-	"cmd/emq":               {"bus", "cache", "keys"},
+	"cmd/emq":               {"bus", "cache", "dash", "keys"},
 	"examples/jobs":         {"bus", "keys"},
 	"examples/periodic":     {"bus"},
 	"examples/quickstart":   {"cache", "tables"},
 	// Test helpers for users: the one tool allowed the throwaway servers (see testHelpers).
 	"echotest": {"bus", "keys", "internal/panics", "internal/valkeytest"},
+	// The web dashboard reads the bus and the cache, and pipelines their reads (lua.Pipeline).
+	"dash": {"bus", "cache", "keys", "lua"},
 }
 
 // toolRoots are the directories whose packages are tools: a package outside them never
