@@ -74,13 +74,8 @@ func (t *Table[K, V]) Forget(id K) {
 	t.gens.bump(stripeOf(id, t.ops))
 	if t.l1 != nil {
 		t.c.mu.RLock()
-		// ristretto's Del wakes its policy goroutine even for a key it does not hold, so an
-		// id L1 does not hold is not deleted: an install of it still in ristretto's buffer
-		// checks the generation bumped above once it is applied, and deletes itself.
 		if !t.c.closed {
-			if _, held := t.l1.Get(id); held {
-				t.l1.Del(id)
-			}
+			t.l1.Del(id)
 		}
 		t.c.mu.RUnlock()
 	}
