@@ -20,7 +20,7 @@ import (
 func seedTable(t *testing.T, srv *valkeytest.Server) (string, *cache.Table[int64, string]) {
 	t.Helper()
 	ctx := context.Background()
-	c, err := cache.New(srv.Client(t), cache.Config{ID: "c1", StatsInterval: 50 * time.Millisecond})
+	c, err := cache.New(srv.Client(t), cache.Config{ID: "c1", StatsInterval: time.Second})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	name := valkeytest.TestName(t)
