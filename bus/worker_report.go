@@ -145,7 +145,9 @@ func (r *reporter) run() {
 		select {
 		case <-r.quit:
 			if published {
-				ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+				// Close's deadline (hardCtx) cuts the withdrawal short: the snapshot then
+				// expires by itself.
+				ctx, cancel := context.WithTimeout(w.hardCtx, reportTimeout)
 				if err := r.send(ctx, nil); err != nil {
 					w.log.Warn("bus: worker: withdrawing its stats failed; they expire by themselves", "err", err)
 				}
