@@ -38,7 +38,21 @@ func BenchmarkBusJobs(b *testing.B) {
 	}
 }
 
-func benchBusJobs(b *testing.B, concurrency int) {
+// BenchmarkBusJobsLanes is BenchmarkBusJobs with every job in one of 100 lanes (the same
+// payloads and handler, b.N jobs spread evenly, enqueued lane after lane in batches of at most
+// 1,000): the worker claims through laneclaim, serving the 100 lanes in round robin, and
+// every completion frees its lane's slot. The rows divide it by BenchmarkBusJobs at the same
+// concurrency: what lanes cost end to end.
+func BenchmarkBusJobsLanes(b *testing.B) {
+	for _, c := range []int{20, 100} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) { benchJobs(b, c, 100) })
+	}
+}
+
+func benchBusJobs(b *testing.B, concurrency int) { benchJobs(b, concurrency, 0) }
+
+// benchJobs runs b.N jobs through a worker of concurrency, in lanes lanes (0: none).
+func benchJobs(b *testing.B, concurrency, lanes int) {
 	ctx := context.Background()
 	bb, err := bus.New(valkeytest.Shared(b).Client(b), bus.Config{})
 	if err != nil {
@@ -54,9 +68,19 @@ func benchBusJobs(b *testing.B, concurrency int) {
 	for i := range batch {
 		batch[i].Payload = payload
 	}
-	for left := n; left > 0; left -= len(batch) {
-		if _, err := bb.EnqueueBatch(ctx, queue, batch[:min(len(batch), left)], nil); err != nil {
-			b.Fatal(err)
+	if lanes == 0 {
+		for left := n; left > 0; left -= len(batch) {
+			if _, err := bb.EnqueueBatch(ctx, queue, batch[:min(len(batch), left)], nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for l := range lanes {
+		opts := &bus.EnqueueOpts{Lane: fmt.Sprintf("tenant-%d", l)}
+		for left := n/lanes + min(1, max(0, n%lanes-l)); left > 0; left -= len(batch) {
+			if _, err := bb.EnqueueBatch(ctx, queue, batch[:min(len(batch), left)], opts); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	var completed atomic.Int64

@@ -282,10 +282,19 @@ func (b *Bus) PurgeDead(ctx context.Context, queue string, opts *PurgeOpts) ([]k
 
 // Counts is a queue's state, read in one atomic snapshot.
 type Counts struct {
+	// Pending is every waiting job: those without a lane, those in the lanes' sets (InLanes)
+	// and those of priority 1 and above (Urgent).
 	Pending, Active, Scheduled, Dead int64
 	Paused                           bool
 	// MaxAttempts is the queue's own maximum (see [Bus.SetMaxAttempts]); 0 when it has none.
 	MaxAttempts int
+	// InLanes is how many jobs of priority 0 wait in the lanes' sets; Urgent, how many jobs
+	// of priority 1 to 3 wait. Both are counted in Pending.
+	InLanes, Urgent int64
+	// LanesReady is how many lanes are in the round robin (the queue's own stream included,
+	// when it competes with lanes); LanesHeld, how many are held back by a rate or a
+	// RateLimited; LanesActive, how many have claimed jobs.
+	LanesReady, LanesHeld, LanesActive int64
 }
 
 // Counts reads the sizes of queue's four sets and its meta in one atomic snapshot.

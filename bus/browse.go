@@ -38,6 +38,10 @@ type BrowseOpts struct {
 	// Limit bounds the page. Default 100 ([DefaultLimit]); at most [MaxBrowseLimit] for
 	// active and schedule.
 	Limit int
+	// Lane, when set, browses that lane's waiting jobs of priority 0 (keys.LanePending, a
+	// score-0 set in mint order, paged as pending is); Set must then be 0 or
+	// keys.LanePending. A lane that does not exist reads as empty.
+	Lane string
 }
 
 // Entry is one job of a [Page].
@@ -85,6 +89,16 @@ func (b *Bus) Browse(ctx context.Context, queue string, opts *BrowseOpts) (Page,
 	limit, err := limitOf(op, queue, true, func() int { return o.Limit })
 	if err != nil {
 		return Page{}, err
+	}
+	if o.Lane != "" {
+		if o.Set != 0 && o.Set != keys.LanePending {
+			return Page{}, fmt.Errorf("%w: %s in queue %s: BrowseOpts.Lane with set %s; a lane's set is keys.LanePending", ErrInvalid, op, queue, o.Set)
+		}
+		key, err := q.LanePending(o.Lane)
+		if err != nil {
+			return Page{}, invalid(op+" in queue "+queue, err)
+		}
+		return b.browseLex(ctx, op, queue, key, o, limit)
 	}
 	switch o.Set {
 	case 0, keys.Pending:

@@ -108,6 +108,9 @@ type Bus struct {
 
 	resent atomic.Int64 // scripts sent again after the cluster refused them (execMulti)
 	reg    registry     // the queues this Bus added to the registry (registry.go)
+
+	flow      sync.Map     // queue names last seen keeping lane state: claimed by laneclaim
+	flowCount atomic.Int64 // entries of flow, bounded by maxCachedQueues
 }
 
 // maxCachedQueues bounds the cache of validated queue names, so that a process fed endless

@@ -46,6 +46,8 @@ type Job struct {
 	// later verb: once another claim mints a newer one, this holder's verbs answer ErrStale.
 	Token   int64
 	Payload []byte
+	// Lane is the job's lane ("" for none), as the claim read it; see [EnqueueOpts.Lane].
+	Lane string
 }
 
 // ClaimOpts are the options of [Bus.Claim]; nil means defaults.
@@ -65,6 +67,11 @@ type ClaimOpts struct {
 // Claim leases up to opts.Count pending jobs of queue, oldest (lex-least id) first, after
 // promoting due scheduled jobs. It returns no jobs and no error when nothing is pending, and
 // [ErrPaused] when the queue is paused. On an *[AckError] the returned jobs are claimed.
+//
+// In a queue with lanes, priorities or a rate (see [EnqueueOpts.Lane]) the claim takes the
+// jobs of the highest priority first, then serves the lanes with waiting work in round robin,
+// each within its limits, so one claim may span lanes; FIFO holds within a lane and a
+// priority. Such a claim takes at most 1000 jobs.
 func (b *Bus) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]Job, error) {
 	q, r, err := b.claimRun(queue, opts)
 	if err != nil {
@@ -74,8 +81,8 @@ func (b *Bus) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]Job, 
 	if opts != nil {
 		ack = &opts.Ack
 	}
-	msg, err := b.exec(ctx, r, ack)
-	return claimed(q, msg, err)
+	jobs, _, err := b.claimAny(ctx, q, r, ack)
+	return jobs, err
 }
 
 func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, error) {
@@ -302,12 +309,18 @@ func (b *Bus) CompleteAndClaim(ctx context.Context, j Job, opts *ClaimOpts) ([]J
 	if opts != nil {
 		ack = &opts.Ack
 	}
+	if b.usesFlow(j.Queue) {
+		return b.laneCompleteAndClaim(ctx, q, j, cr, ack) // one laneclaim retires and claims
+	}
 	out, err := b.execMulti(ctx, []lua.Run{b.completeRun(q, j), cr}, ack)
 	if len(out) != 2 {
 		return nil, fmt.Errorf("bus: complete and claim in queue %s: %w", j.Queue, err)
 	}
 	cerr := errorFor(call{op, j.Queue, j.ID, j.Token}, out[0].err)
 	jobs, err := claimed(q, out[1].msg, errors.Join(out[1].err, err))
+	if errors.Is(err, errFlowControl) {
+		jobs, _, err = b.claimAny(ctx, q, cr, ack) // the queue has lanes: claim it through them
+	}
 	return jobs, errors.Join(cerr, err)
 }
 

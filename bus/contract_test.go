@@ -268,7 +268,9 @@ func TestProtocolContract(t *testing.T) {
 			require.NoError(t, err)
 			a, err := m.AsIntSlice()
 			require.NoError(t, err)
-			step("counts", []int64{n.Pending, n.Active, n.Scheduled, n.Dead, int64(paused), int64(n.MaxAttempts)}, a)
+			require.Len(t, a, 11)
+			step("counts", []int64{n.Pending, n.Active, n.Scheduled, n.Dead, int64(paused), int64(n.MaxAttempts), n.InLanes, n.Urgent, n.LanesReady, n.LanesHeld, n.LanesActive},
+				append([]int64{a[0] + a[6] + a[7]}, a[1:]...))
 		}
 		lookup := func(label string) {
 			t.Helper()

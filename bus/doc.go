@@ -188,6 +188,32 @@
 // time. Pass [Worker.Handles] as [SchedulerConfig].Handles to have a kind no worker runs
 // reported where it fires. See examples/periodic.
 //
+// # Lanes
+//
+// A lane is a named sub-stream of a queue: a tenant, an account, a partner. A job joins one
+// at enqueue ([EnqueueOpts].Lane, also through [TaskOpts]) and may carry a priority, 0 (the
+// default) to 3 ([EnqueueOpts].Priority). The row keeps its three fields: the lane and the
+// priority live in a per-queue hash (keys.JobLane) written only for such jobs, and every
+// script that retires or moves a job reads that hash's type once per call, so a queue without
+// lanes pays one command and claims exactly as before.
+//
+// A claim serves the waiting jobs of priority 1 to 3 first (strictly by priority, then mint
+// order), then the lanes with waiting work in round robin by virtual time (keys.LaneReady:
+// each turn adds 1/weight to the lane's score), one job per turn, so one claim spans lanes and
+// a lane with 50,000 waiting jobs does not delay a newcomer's first ones. A lane may have a
+// cap (the most of its jobs claimed at once, fleet-wide and exact, counted by the scripts in
+// keys.LaneActive and given back by complete, fail, snooze, reap and [RateLimited]), a rate
+// ([Rate]: GCRA with a burst, and never more than the burst in one window, on the server's
+// clock), a weight and a pause ([Bus.SetLaneLimits], [Bus.PauseLane], [Bus.ResumeLane]); a
+// queue may have a rate of its own and default limits for every lane ([Bus.SetQueueLimits]).
+// A lane at its cap or held by its rate is skipped; the claim reply carries the earliest
+// moment a held lane may give work, which an idle [Worker] sleeps until (no polling), and a
+// slot freed in a lane its cap had stopped pushes a wake marker. A handler that returns
+// [RateLimited](d) (a partner's 429) hands its job back with its attempt refunded and closes
+// its lane for d. [Bus.Lanes], [Bus.Lane] and [Bus.ListLanes] read the state; [Counts] and
+// [JobInfo] show lanes; [BrowseOpts].Lane browses one lane. The whole scheme is FORMAT lanes
+// in lua/laneclaim.lua.
+//
 // # Operating a queue
 //
 // [Bus.Queues] lists every queue a client wrote to, empty ones included: one sorted set

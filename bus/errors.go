@@ -158,7 +158,7 @@ func translate(err error) error {
 	}
 	code, rest, _ := strings.Cut(ve.Error(), " ")
 	switch code {
-	case "EMQSTALE", "EMQNOJOB", "EMQSTATE", "EMQPAUSED", "EMQARGS", "EMQKEYS", "EMQTOOBIG", "EMQTYPE", "EMQEXISTS", "EMQNOSCHED":
+	case "EMQSTALE", "EMQNOJOB", "EMQSTATE", "EMQPAUSED", "EMQARGS", "EMQKEYS", "EMQTOOBIG", "EMQTYPE", "EMQEXISTS", "EMQNOSCHED", "EMQLANES":
 		return &scriptError{code: code, rest: rest}
 	case "WRONGTYPE":
 		return fmt.Errorf("%w: %s", ErrWrongType, ve.Error())
@@ -211,6 +211,8 @@ func errorFor(c call, err error) error {
 		return fmt.Errorf("%w: %s in queue %s: %s", ErrWrongType, c.op, c.queue, se.rest)
 	case "EMQEXISTS":
 		return fmt.Errorf("%w: %s in queue %s: %s", ErrExists, c.op, c.queue, se.rest)
+	case "EMQLANES":
+		return fmt.Errorf("%w: %s in queue %s", errFlowControl, c.op, c.queue)
 	}
 	return fmt.Errorf("%w: %s in queue %s: %s %s", ErrInvalid, c.op, c.queue, se.code, se.rest)
 }

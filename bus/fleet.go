@@ -95,7 +95,8 @@ func workerStatsReply(queue string, msg valkey.ValkeyMessage) (FleetStats, error
 				Queue: queue, Running: s.Running, Claimed: s.Claimed, Completed: s.Completed,
 				Failed: s.Failed, Retried: s.Retried, Dead: s.Dead, Snoozed: s.Snoozed,
 				HandedBack: s.HandedBack, Stale: s.Stale, LeaseLost: s.LeaseLost, Cancelled: s.Cancelled,
-				RoundTrips: s.RoundTrips, RoundTripTime: time.Duration(s.RoundTripUS) * time.Microsecond,
+				RateLimited: s.RateLimited,
+				RoundTrips:  s.RoundTrips, RoundTripTime: time.Duration(s.RoundTripUS) * time.Microsecond,
 			},
 		}
 		fs.Workers = append(fs.Workers, r)
@@ -119,6 +120,7 @@ func (s WorkerStats) add(o WorkerStats) WorkerStats {
 	s.Stale += o.Stale
 	s.LeaseLost += o.LeaseLost
 	s.Cancelled += o.Cancelled
+	s.RateLimited += o.RateLimited
 	s.RoundTrips += o.RoundTrips
 	s.RoundTripTime += o.RoundTripTime
 	return s
@@ -126,7 +128,7 @@ func (s WorkerStats) add(o WorkerStats) WorkerStats {
 
 // WorkerRates are a fleet's counters per second between two reads ([FleetStats.Rates]).
 type WorkerRates struct {
-	Claimed, Completed, Failed, Retried, Dead, Snoozed, HandedBack, Stale, LeaseLost, Cancelled float64
+	Claimed, Completed, Failed, Retried, Dead, Snoozed, HandedBack, Stale, LeaseLost, Cancelled, RateLimited float64
 	// Workers is how many workers the rates cover: those in both reads, with a newer
 	// snapshot in the later one and no counter that went down (a worker id restarted).
 	Workers int
@@ -151,7 +153,7 @@ func (s FleetStats) Rates(prev FleetStats) WorkerRates {
 		a, b := p.Stats, r.Stats
 		d := []int64{b.Claimed - a.Claimed, b.Completed - a.Completed, b.Failed - a.Failed, b.Retried - a.Retried,
 			b.Dead - a.Dead, b.Snoozed - a.Snoozed, b.HandedBack - a.HandedBack, b.Stale - a.Stale, b.LeaseLost - a.LeaseLost,
-			b.Cancelled - a.Cancelled}
+			b.Cancelled - a.Cancelled, b.RateLimited - a.RateLimited}
 		reset := false
 		for _, x := range d {
 			reset = reset || x < 0
@@ -170,6 +172,7 @@ func (s FleetStats) Rates(prev FleetStats) WorkerRates {
 		out.Stale += float64(d[7]) / dt
 		out.LeaseLost += float64(d[8]) / dt
 		out.Cancelled += float64(d[9]) / dt
+		out.RateLimited += float64(d[10]) / dt
 	}
 	return out
 }

@@ -14,8 +14,9 @@ type JobInfo struct {
 	State    State
 	Attempts int64
 	Payload  []byte
-	// Set is the set that holds the id: keys.Pending, keys.Active, keys.Schedule or
-	// keys.Dead; 0 when none does (which the scripts never leave behind).
+	// Set is the set that holds the id: keys.Pending, keys.Active, keys.Schedule, keys.Dead,
+	// keys.LanePending (a waiting job of a lane) or keys.Urgent (a waiting job of priority 1
+	// and above); 0 when none does (which the scripts never leave behind).
 	Set keys.Type
 	// At is the lease deadline when active or cancelling, the run-at when scheduled and the
 	// completion time when retired (server clock); zero otherwise.
@@ -28,6 +29,13 @@ type JobInfo struct {
 	// Result is the result of a job retired with one (State is [StateRetired]); nil
 	// otherwise.
 	Result []byte
+	// Lane and Priority are the job's, as enqueued ("" and 0 for none, and for a retired
+	// job).
+	Lane     string
+	Priority int
+	// Refunds is how many of its claims a [RateLimited] handed back: they do not count
+	// toward its maximum of attempts.
+	Refunds int64
 }
 
 // Lookup reads one job of queue: its row, the set that holds it and its failure history, in
@@ -50,7 +58,7 @@ func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo,
 		return JobInfo{}, errorFor(call{op: op, queue: queue, id: id}, err)
 	}
 	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 7 {
+	if err != nil || len(arr) != 10 {
 		return JobInfo{}, protocolError(op, "reply %v", msg)
 	}
 	info := JobInfo{ID: id}
@@ -68,10 +76,18 @@ func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo,
 		info.Set = keys.Schedule
 	case "dead":
 		info.Set = keys.Dead
+	case "lanepending":
+		info.Set = keys.LanePending
+	case "urgent":
+		info.Set = keys.Urgent // its score is minus the priority: no time
 	}
-	if score, _ := arr[4].AsInt64(); score != 0 {
+	if score, _ := arr[4].AsInt64(); score != 0 && info.Set != keys.Urgent {
 		info.At = time.UnixMilli(score)
 	}
+	info.Lane, _ = arr[7].ToString()
+	prio, _ := arr[8].AsInt64()
+	info.Priority = int(prio)
+	info.Refunds, _ = arr[9].AsInt64()
 	entries, err := arr[5].AsStrSlice()
 	if err != nil {
 		return JobInfo{}, protocolError(op, "reply %v", msg)

@@ -34,6 +34,16 @@ type EnqueueOpts struct {
 	UniqueTTL time.Duration
 	// Ack is the durability the call waits for. Default Primary.
 	Ack Ack
+	// Lane is the lane of the call's jobs: a name by the rule of names (1 to 64 bytes of
+	// [A-Za-z0-9_.-]), or "" (the default) for none. A lane's jobs are claimed in mint order,
+	// in turn with the other lanes that have waiting work, within the lane's limits (see
+	// [Bus.SetLaneLimits]); the lane needs no declaration.
+	Lane string
+	// Priority is the priority of the call's jobs: 0 (the default) to 3 ([MaxPriority]), the
+	// most urgent. A job of a higher priority is claimed before any job of a lower one whose
+	// lane could give it; within a priority, in mint order. Caps, rates and pauses still
+	// apply to it.
+	Priority int
 }
 
 // Enqueued is the outcome of one job of an enqueue.
@@ -91,8 +101,23 @@ func (b *Bus) EnqueueBatch(ctx context.Context, queue string, jobs []NewJob, opt
 	if ttl == 0 {
 		ttl = b.cfg.UniqueTTL
 	}
-	args := make([]string, 4, 4+3*len(jobs))
+	if o.Priority < 0 || o.Priority > MaxPriority {
+		return nil, fmt.Errorf("%w: %s in queue %s: EnqueueOpts.Priority %d; a priority is 0 to %d", ErrInvalid, op, queue, o.Priority, MaxPriority)
+	}
+	if o.Lane != "" {
+		if err := laneArg(op, queue, o.Lane); err != nil {
+			return nil, err
+		}
+	}
+	script, plain := scEnqueue, 4
+	if o.Lane != "" || o.Priority > 0 {
+		script, plain = scLaneEnqueue, 6
+	}
+	args := make([]string, plain, plain+3*len(jobs))
 	args[0], args[1], args[2], args[3] = itoa(at), itoa(msCeil(o.Delay)), itoa(msCeil(ttl)), itoa(int64(b.cfg.MaxPayload))
+	if plain == 6 {
+		args[4], args[5] = o.Lane, itoa(int64(o.Priority))
+	}
 	for i, j := range jobs {
 		if len(j.Payload) > b.cfg.MaxPayload {
 			return nil, fmt.Errorf("%w: %s in queue %s: job %d has %d bytes, the limit is %d", ErrTooLarge, op, queue, i, len(j.Payload), b.cfg.MaxPayload)
@@ -104,7 +129,10 @@ func (b *Bus) EnqueueBatch(ctx context.Context, queue string, jobs []NewJob, opt
 		}
 		args = append(args, keys.NewJobID().String(), string(j.Payload), j.UniqueKey)
 	}
-	msg, err := b.exec(ctx, lua.Run{Script: scEnqueue, Keys: keysOf(scEnqueue, q), Args: args}, &o.Ack)
+	msg, err := b.exec(ctx, lua.Run{Script: script, Keys: keysOf(script, q), Args: args}, &o.Ack)
+	if script == scLaneEnqueue && (err == nil || errors.Is(err, ErrNotDurable)) {
+		b.noteFlow(queue, true)
+	}
 	if err != nil && !errors.Is(err, ErrNotDurable) {
 		return nil, errorFor(call{op: op, queue: queue}, err)
 	}

@@ -34,12 +34,22 @@ var (
 	scLookup        = lua.Get("lookup")
 	scDue           = lua.Get("due")
 	scBrowse        = lua.Get("browse")
+
+	// Lanes (lanes*.go).
+	scLaneEnqueue = lua.Get("laneenqueue")
+	scLaneClaim   = lua.Get("laneclaim")
+	scRateLimited = lua.Get("ratelimited")
+	scLaneSet     = lua.Get("laneset")
+	scFlowSet     = lua.Get("flowset")
+	scLanePause   = lua.Get("lanepause")
+	scLaneInfo    = lua.Get("laneinfo")
 )
 
 // scriptKeys is each bus script's KEYS, in header order, read from the headers themselves, so
 // the Go side cannot drift from the protocol.
 var scriptKeys = headerKeys(scEnqueue, scClaim, scComplete, scCompleteMany, scCompleteClaim, scFail, scExtend, scSnooze,
-	scPromote, scReap, scPause, scResume, scConfigure, scCancel, scRetry, scPurge, scCounts, scLookup, scDue, scBrowse)
+	scPromote, scReap, scPause, scResume, scConfigure, scCancel, scRetry, scPurge, scCounts, scLookup, scDue, scBrowse,
+	scLaneEnqueue, scLaneClaim, scRateLimited, scLaneSet, scFlowSet, scLanePause, scLaneInfo)
 
 // headerKeys parses the grammar form of each script's declared KEYS (emq:{<q>}:pending) into
 // its type. The bundle is compiled in, so a header that does not parse is a bug and panics.
@@ -74,6 +84,22 @@ func queueKey(q keys.Queue, t keys.Type) string {
 		return q.Meta()
 	case keys.Wake:
 		return q.Wake()
+	case keys.Flow:
+		return q.Flow()
+	case keys.Lanes:
+		return q.Lanes()
+	case keys.LaneActive:
+		return q.LaneActive()
+	case keys.LaneReady:
+		return q.LaneReady()
+	case keys.LaneWait:
+		return q.LaneWait()
+	case keys.JobLane:
+		return q.JobLane()
+	case keys.Urgent:
+		return q.Urgent()
+	case keys.FlowLog:
+		return q.FlowLog()
 	}
 	panic("bus: no queue key of type " + t.String())
 }

@@ -15,11 +15,12 @@ import (
 // one the bus knows.
 func TestScriptKeysMatchHeaders(t *testing.T) {
 	t.Parallel()
-	queueTypes := map[keys.Type]bool{keys.Pending: true, keys.Active: true, keys.Schedule: true, keys.Dead: true, keys.Meta: true, keys.Wake: true}
+	queueTypes := map[keys.Type]bool{keys.Pending: true, keys.Active: true, keys.Schedule: true, keys.Dead: true, keys.Meta: true, keys.Wake: true,
+		keys.Flow: true, keys.Lanes: true}
 	for _, s := range lua.All() {
 		var declared []keys.Type
 		for _, p := range s.Header.Keys {
-			k, err := keys.Parse(strings.NewReplacer("<q>", "orders", "<table>", "users", "<id>", "1", "<name>", "eod").Replace(p.Name))
+			k, err := keys.Parse(strings.NewReplacer("<q>", "orders", "<table>", "users", "<id>", "1", "<name>", "eod", "<lane>", "acme").Replace(p.Name))
 			require.NoError(t, err, "%s: %s", s.Name, p.Name)
 			declared = append(declared, k.Type)
 		}
@@ -30,5 +31,5 @@ func TestScriptKeysMatchHeaders(t *testing.T) {
 		require.True(t, ok, "%s is a queue script the bus does not know", s.Name)
 		require.Equal(t, want, declared, s.Name)
 	}
-	require.Len(t, scriptKeys, 20)
+	require.Len(t, scriptKeys, 27)
 }

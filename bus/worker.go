@@ -210,8 +210,8 @@ type Worker struct {
 
 	busy  atomic.Int64 // handlers running, for Stats
 	stats struct {
-		claimed, completed, failed, retried, dead, snoozed, handedBack, stale, leaseLost, cancelled atomic.Int64
-		roundTrips, roundTripNanos                                                                  atomic.Int64
+		claimed, completed, failed, retried, dead, snoozed, handedBack, stale, leaseLost, cancelled, rateLimited atomic.Int64
+		roundTrips, roundTripNanos                                                                               atomic.Int64
 	}
 }
 
@@ -392,7 +392,7 @@ func (w *Worker) Stats() WorkerStats {
 		Claimed:   s.claimed.Load(),
 		Completed: s.completed.Load(), Failed: s.failed.Load(), Retried: s.retried.Load(), Dead: s.dead.Load(),
 		Snoozed: s.snoozed.Load(), HandedBack: s.handedBack.Load(), Stale: s.stale.Load(), LeaseLost: s.leaseLost.Load(),
-		Cancelled:  s.cancelled.Load(),
+		Cancelled: s.cancelled.Load(), RateLimited: s.rateLimited.Load(),
 		RoundTrips: s.roundTrips.Load(), RoundTripTime: time.Duration(s.roundTripNanos.Load()),
 	}
 }

@@ -40,9 +40,12 @@ const (
 	// (WorkerConfig.Prefetch), its handler will not run; when it returns (at once for one that
 	// never ran), the job goes to dead (JobDead), or is retired if the handler returned nil.
 	JobCancelled
+	// JobRateLimited: the handler returned [RateLimited]: the job waits again, its claim
+	// refunded, and its lane is closed until JobEvent.At.
+	JobRateLimited
 )
 
-var eventNames = [...]string{"", "claimed", "extended", "completed", "retried", "dead", "snoozed", "handed back", "stale", "lease lost", "cancelled"}
+var eventNames = [...]string{"", "claimed", "extended", "completed", "retried", "dead", "snoozed", "handed back", "stale", "lease lost", "cancelled", "rate limited"}
 
 // String is the event's name.
 func (t JobEventType) String() string {
@@ -62,7 +65,8 @@ type JobEvent struct {
 	Err error
 	// Duration is how long the handler ran (completed, retried, dead, snoozed, handed back).
 	Duration time.Duration
-	// At is the run-at of a retried or snoozed job (server clock).
+	// At is the run-at of a retried or snoozed job, or when a rate-limited job's lane opens
+	// again (server clock).
 	At time.Time
 }
 
@@ -84,6 +88,8 @@ type WorkerStats struct {
 	Stale, LeaseLost int64
 	// Cancelled counts jobs whose heartbeat found them cancelled ([Bus.Cancel]).
 	Cancelled int64
+	// RateLimited counts jobs handed back by a handler's [RateLimited].
+	RateLimited int64
 	// RoundTrips counts the pipelines the worker sent (claims, outcomes, heartbeats and
 	// housekeeping ride in them); RoundTripTime is the time they spent in flight, added up.
 	// RoundTripTime over a span of wall time is the mean number of round trips in flight

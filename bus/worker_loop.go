@@ -51,6 +51,7 @@ type loop struct {
 	replies chan *roundTrip // from the senders; capacity maxInFlight
 	senders sync.WaitGroup
 
+	lanes        bool          // the queue keeps lane state: claims go to laneclaim (worker_lanes.go)
 	hungry       bool          // claim when slots are free: the last claim came back full, or a wake came
 	streaming    bool          // the last claim came back full: no need to read the schedule
 	dueCheck     bool          // read the schedule's head at the next round trip
@@ -71,6 +72,8 @@ type loop struct {
 	retryTimer     *time.Timer // the backoff after a failed round trip
 	dueTimer       *time.Timer // wakes the loop when scheduled work falls due
 	dueAt          time.Time   // when dueTimer fires (local monotonic clock); zero when stopped
+	laneTimer      *time.Timer // wakes the loop when a held-back lane may give work (worker_lanes.go)
+	laneAt         time.Time   // when laneTimer fires; zero when stopped
 }
 
 // newLoop is w's loop, hungry and about to read the schedule, with its timers armed.
@@ -83,6 +86,7 @@ func newLoop(w *Worker) *loop {
 		housekeepTimer: time.NewTimer(jitter(w.cfg.HousekeepInterval)),
 		retryTimer:     stoppedTimer(),
 		dueTimer:       stoppedTimer(),
+		laneTimer:      stoppedTimer(),
 	}
 	if w.cfg.HousekeepInterval < 0 {
 		l.housekeepTimer.Stop()
@@ -129,6 +133,7 @@ func (l *loop) stopTimers() {
 	l.housekeepTimer.Stop()
 	l.retryTimer.Stop()
 	l.dueTimer.Stop()
+	l.laneTimer.Stop()
 }
 
 // capacity is how many jobs the worker holds at most before their handlers return: a slot
@@ -271,6 +276,8 @@ func (l *loop) wait() {
 			// the due timer fires at the new run-at.
 			l.dueCheck = true
 		}
+	case <-l.laneTimer.C:
+		l.laneFired()
 	case <-l.dueTimer.C:
 		l.dueAt = time.Time{}
 		l.hungry = true

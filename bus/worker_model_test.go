@@ -470,6 +470,10 @@ func TestProtocolModel(t *testing.T) {
 	t.Parallel()
 	c := valkeytest.Shared(t).Client(t)
 	b := newBus(t, c, bus.Config{})
+	t.Run("lanes", func(t *testing.T) { // lanes_model_test.go
+		t.Parallel()
+		checkLaneModel(t, c, b)
+	})
 	base := valkeytest.TestName(t)
 	rapid.Check(t, func(t *rapid.T) {
 		name := base + "." + strconv.FormatInt(modelSeq.Add(1), 10)

@@ -53,6 +53,8 @@ func (l *loop) outcomeStep(r *inflight) step {
 		// Cancelled while it ran: fail it, whatever it returned; the script sends it to dead.
 	case !panicked && errors.As(err, &snooze):
 		return l.snoozeStep(r, snooze.Delay, JobSnoozed)
+	case !panicked && rateLimited(err):
+		return l.rateLimitedStep(r, rateLimitedDelay(err))
 	case l.pastDeadline && r.ctx != nil && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
 		// Cancelled by Close's deadline: hand the job back without counting a failure.
 		return l.snoozeStep(r, 0, JobHandedBack)
@@ -243,6 +245,9 @@ func (w *Worker) emit(e JobEvent) {
 		level = slog.LevelWarn
 	case JobCancelled:
 		s.cancelled.Add(1)
+		level = slog.LevelInfo
+	case JobRateLimited:
+		s.rateLimited.Add(1)
 		level = slog.LevelInfo
 	}
 	if w.log.Enabled(context.Background(), level) {

@@ -96,6 +96,7 @@ type workerSnapshot struct {
 	Stale       int64    `json:"stale"`
 	LeaseLost   int64    `json:"lease_lost"`
 	Cancelled   int64    `json:"cancelled"`
+	RateLimited int64    `json:"rate_limited"`
 	RoundTrips  int64    `json:"round_trips"`
 	RoundTripUS int64    `json:"round_trip_us"`
 	// At and Exp are written by the script (FORMAT report); a publisher never sends them.
@@ -188,7 +189,7 @@ func (r *reporter) snapshot() *workerSnapshot {
 		Concurrency: w.cfg.Concurrency, Kinds: r.kinds, Running: s.Running,
 		Claimed: s.Claimed, Completed: s.Completed, Failed: s.Failed, Retried: s.Retried, Dead: s.Dead,
 		Snoozed: s.Snoozed, HandedBack: s.HandedBack, Stale: s.Stale, LeaseLost: s.LeaseLost, Cancelled: s.Cancelled,
-		RoundTrips: s.RoundTrips, RoundTripUS: s.RoundTripTime.Microseconds(),
+		RateLimited: s.RateLimited, RoundTrips: s.RoundTrips, RoundTripUS: s.RoundTripTime.Microseconds(),
 	}
 }
 

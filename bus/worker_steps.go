@@ -47,6 +47,10 @@ func (l *loop) completeClaimStep(rs []*inflight, n int) step {
 		}
 		var arr []valkey.ValkeyMessage
 		err := errorFor(c, res.err)
+		if errors.Is(err, errFlowControl) { // nothing written: retire and claim through the lanes
+			l.toLanes(rs)
+			return true
+		}
 		if err == nil {
 			arr, err = res.msg.ToArray()
 			if err != nil || len(arr) != 4 {
@@ -87,6 +91,9 @@ func (l *loop) claimRefused(rerr error) bool {
 	switch {
 	case errors.Is(err, ErrPaused):
 		l.hungry, l.streaming = false, false
+		return true
+	case errors.Is(err, errFlowControl): // the queue has lanes: claim through them at once
+		l.toLanes(nil)
 		return true
 	case transient(rerr):
 		w.log.Error("bus: worker: claim", "err", err)

@@ -55,9 +55,9 @@ func (l *loop) build(claim int, beat bool) *roundTrip {
 	}
 	switch {
 	case claim > 0 && len(completes) > 0:
-		steps = append(steps, l.completeClaimStep(completes, claim))
+		steps = append(steps, l.completeClaimFor(completes, claim))
 	case claim > 0:
-		steps = append(steps, l.claimStep(claim))
+		steps = append(steps, l.claimFor(claim))
 	}
 	if l.dueCheck && !l.draining {
 		l.dueCheck = false

@@ -30,6 +30,9 @@ func badValues(rule string) []string {
 		if hi < lua.MaxUint {
 			out = append(out, strconv.FormatInt(hi+1, 10))
 		}
+		if optional {
+			out = out[1:] // "" is admitted
+		}
 		return out
 	}
 	if lo, hi, ok := lua.LengthBounds(rule); ok {
@@ -50,6 +53,8 @@ func badValues(rule string) []string {
 			strings.Repeat("A", 15)+"-", strings.Repeat("A", 15)+"\x00", strings.Repeat("A", 14)+"\xc3\xa9")
 	case "id":
 		return append(empty, strings.Repeat("x", 513), "a\nb", "a\x00b", "a\x7fb", "a\rb", "\x1b")
+	case "name":
+		return append(empty, strings.Repeat("n", 65), "a b", "a:b", "a{b", "a}b", "\xc3\xa9", "a\x00", "a\n")
 	case "sha1":
 		return append(empty, strings.Repeat("a", 39), strings.Repeat("A", 40), strings.Repeat("g", 40), strings.Repeat("a", 41))
 	case "cursor":

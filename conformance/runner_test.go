@@ -751,7 +751,7 @@ func (r *run) expectKey(k string, e keyExpect) {
 		got, _ := r.do(c.B().Hgetall().Key(k).Build()).AsStrMap()
 		want := map[string]string{}
 		for f, v := range e.Fields {
-			want[f] = r.expand(v)
+			want[r.expand(f)] = r.expand(v)
 		}
 		if show(got) != show(want) {
 			r.fail("%s: HGETALL %s, want %s", k, show(got), show(want))

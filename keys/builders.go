@@ -97,6 +97,9 @@ type Queue struct {
 	pending, active, schedule, dead, meta, wake, jobBase string
 	uniqBase, periodicBase, periodics                    string
 	errorsBase, resultBase                               string
+
+	flow, lanes, laneActive, laneReady, laneWait, jobLane, urgent, flowLog string
+	lanePendingBase, laneLogBase                                           string
 }
 
 // NewQueue validates name and returns the queue's key builder.
@@ -119,8 +122,18 @@ func NewQueue(name string) (Queue, error) {
 		periodicBase: base + suffix[Periodic],
 		periodics:    base + suffix[Periodics],
 
-		errorsBase: base + suffix[Errors],
-		resultBase: base + suffix[Result],
+		flow:            base + suffix[Flow],
+		lanes:           base + suffix[Lanes],
+		laneActive:      base + suffix[LaneActive],
+		laneReady:       base + suffix[LaneReady],
+		laneWait:        base + suffix[LaneWait],
+		jobLane:         base + suffix[JobLane],
+		urgent:          base + suffix[Urgent],
+		flowLog:         base + suffix[FlowLog],
+		lanePendingBase: base + suffix[LanePending],
+		laneLogBase:     base + suffix[LaneLog],
+		errorsBase:      base + suffix[Errors],
+		resultBase:      base + suffix[Result],
 	}, nil
 }
 
@@ -206,6 +219,67 @@ func (q Queue) PeriodicPrefix() string { return q.must().periodicBase }
 
 // Periodics is emq:{<q>}:periodics, the score-0 index of the queue's schedule names.
 func (q Queue) Periodics() string { return q.must().periodics }
+
+// Flow is emq:{<q>}:flow, the queue's flow-control record: its own rate, the default limits of
+// its lanes, and the lanes' virtual clock.
+func (q Queue) Flow() string { return q.must().flow }
+
+// Lanes is emq:{<q>}:lanes, the hash of the limits of every lane that has limits of its own.
+func (q Queue) Lanes() string { return q.must().lanes }
+
+// LaneActive is emq:{<q>}:laneactive, the hash of each lane's count of claimed jobs.
+func (q Queue) LaneActive() string { return q.must().laneActive }
+
+// LaneReady is emq:{<q>}:laneready, the lanes with waiting work, scored by virtual time.
+func (q Queue) LaneReady() string { return q.must().laneReady }
+
+// LaneWait is emq:{<q>}:lanewait, the lanes held back by a rate or a closure, scored by the
+// server ms at which they may give work again.
+func (q Queue) LaneWait() string { return q.must().laneWait }
+
+// JobLane is emq:{<q>}:joblane, the hash of the priority, refunds and lane of every job that
+// has a lane or a priority.
+func (q Queue) JobLane() string { return q.must().jobLane }
+
+// Urgent is emq:{<q>}:urgent, the waiting jobs of priority 1 and above, scored by minus their
+// priority.
+func (q Queue) Urgent() string { return q.must().urgent }
+
+// FlowLog is emq:{<q>}:flowlog, the claim times the queue's own rate counts.
+func (q Queue) FlowLog() string { return q.must().flowLog }
+
+// LanePending is the lane's set of waiting jobs emq:{<q>}:lanepending:<lane>. A lane is named
+// like a queue: 1 to 64 bytes of [A-Za-z0-9_.-].
+func (q Queue) LanePending(lane string) (string, error) {
+	if err := ValidateName(lane); err != nil {
+		return "", fmt.Errorf("queue %s lane: %w", q.must().name, err)
+	}
+	return q.lanePendingBase + lane, nil
+}
+
+// LaneLog is the lane's list of claim times emq:{<q>}:lanelog:<lane>, which its rate counts.
+func (q Queue) LaneLog(lane string) (string, error) {
+	if err := ValidateName(lane); err != nil {
+		return "", fmt.Errorf("queue %s lane: %w", q.must().name, err)
+	}
+	return q.laneLogBase + lane, nil
+}
+
+// LanePendingPrefix is emq:{<q>}:lanepending:, the prefix of every lane's set of waiting jobs.
+// It is a prefix, not a key: [Parse] refuses it.
+func (q Queue) LanePendingPrefix() string { return q.must().lanePendingBase }
+
+// LaneLogPrefix is emq:{<q>}:lanelog:, the prefix of every lane's list of claim times. It is a
+// prefix, not a key: [Parse] refuses it.
+func (q Queue) LaneLogPrefix() string { return q.must().laneLogBase }
+
+// ValidateLane checks a lane's name: the rule of names, 1 to 64 bytes of [A-Za-z0-9_.-].
+func ValidateLane(lane string) error {
+	if err := ValidateName(lane); err != nil {
+		return fmt.Errorf("lane: %w", err)
+	}
+	return nil
+}
 
 func (q Queue) must() Queue {
 	if q.name == "" {

@@ -32,6 +32,17 @@ var grammar = [...]struct{ form, value, doc string }{
 	Errors: {"emq:{<q>}:errors:<JOB id>", "list", "a job's failure history, beside its row: one entry per failed attempt, oldest first, at most the last 10 (FORMAT failure); deleted with the row"},
 	Result: {"emq:{<q>}:result:<JOB id>", "string", "a retired job's result (FORMAT result), written by complete only when the call asks for it, with the TTL it asks for"},
 
+	Flow:        {"emq:{<q>}:flow", "hash", "the queue's flow control (FORMAT lanes): fields rate, per, burst (the queue's own rate), lane (the default limits of every lane, FORMAT lanelimits), hold (unix ms before which jobs without a lane are not claimed), vt (the lanes' virtual clock) and waiting (how many jobs wait in the lanes' sets)"},
+	Lanes:       {"emq:{<q>}:lanes", "hash", "field <lane> -> that lane's own limits (FORMAT lanelimits), for every lane that has any"},
+	LaneActive:  {"emq:{<q>}:laneactive", "hash", "field <lane> -> how many jobs of the lane are claimed (in active); no field at 0"},
+	LaneReady:   {"emq:{<q>}:laneready", "zset", "the lanes that have waiting jobs of priority 0 and may give work, scored by virtual time; the member \"\" stands for the queue's jobs without a lane (pending)"},
+	LaneWait:    {"emq:{<q>}:lanewait", "zset", "the lanes held back by their rate or a closure, scored by the unix ms (server clock) from which they may give work"},
+	JobLane:     {"emq:{<q>}:joblane", "hash", "field <JOB id> -> the job's priority, refunds and lane (FORMAT joblane), for every job with a lane, a priority or a refund"},
+	Urgent:      {"emq:{<q>}:urgent", "zset", "the waiting jobs of priority 1 to 3 of every lane, scored by minus the priority: within a priority, lex order is mint order"},
+	FlowLog:     {"emq:{<q>}:flowlog", "list", "the unix ms (server clock) of the queue's latest claims, newest first, at most the queue's burst (FORMAT lanerate)"},
+	LanePending: {"emq:{<q>}:lanepending:<lane>", "zset", "a lane's waiting jobs of priority 0, every score 0: lex order is mint order; <lane> is named like a queue"},
+	LaneLog:     {"emq:{<q>}:lanelog:<lane>", "list", "the unix ms (server clock) of the lane's latest claims, newest first, at most its burst (FORMAT lanerate)"},
+
 	Queues:     {"emq:queues", "zset", "the queue registry, outside any hash tag: every queue name a client wrote to (enqueue, periodic declare, pause, resume, configure, worker start), scored by the unix ms it was first seen; added with ZADD NX by clients, never by a script, and never removed by the library"},
 	Tables:     {"ecc:tables", "zset", "the table registry, outside any hash tag: every cache table name declared, scored by the unix ms it was first declared; added with ZADD NX by clients, never by a script"},
 	Workers:    {"emq:{<q>}:workers", "hash", "the queue's workers' published stats: field the worker's id, value its snapshot (FORMAT report, FORMAT workerstats); stale fields pruned by workers_report, the key expires when no worker reports"},
@@ -58,8 +69,8 @@ func Types() []Type {
 
 // Form is the type's key in grammar form, with placeholders for the variable parts: <table>,
 // <q> or <topic> for the name in the hash tag, <shard> for a shard's index, <id>, <JOB id>,
-// <key> or <name> (a schedule's name) for the id. The registries' forms (emq:queues,
-// ecc:tables) have no placeholder and no hash tag.
+// <key>, <name> (a schedule's name) or <lane> (a lane's name) for the id. The registries'
+// forms (emq:queues, ecc:tables) have no placeholder and no hash tag.
 // It is "" for an invalid Type.
 func (t Type) Form() string { return t.entry().form }
 

@@ -15,7 +15,7 @@ import (
 func TestGrammarForms(t *testing.T) {
 	t.Parallel()
 	fill := strings.NewReplacer("<table>", "orders", "<q>", "orders", "<topic>", "orders",
-		"<id>", "42", "<JOB id>", keys.NewJobID().String(), "<key>", "k", "<name>", "eod", "<shard>", "3")
+		"<id>", "42", "<JOB id>", keys.NewJobID().String(), "<key>", "k", "<name>", "eod", "<shard>", "3", "<lane>", "acme")
 	var seen []keys.Type
 	for typ := keys.Type(1); !strings.HasPrefix(typ.String(), "Type("); typ++ {
 		seen = append(seen, typ)

@@ -72,6 +72,18 @@ const (
 	Errors // emq:{<q>}:errors:<JOB id>  list: a job's failure history, beside its row
 	Result // emq:{<q>}:result:<JOB id>  string: a retired job's result, kept for a TTL
 
+	// Lanes: named sub-streams of a queue with their own limits (see package bus, Lanes).
+	Flow        // emq:{<q>}:flow               hash: the queue's rate, its lanes' defaults, virtual clock
+	Lanes       // emq:{<q>}:lanes              hash: lane -> its own limits
+	LaneActive  // emq:{<q>}:laneactive         hash: lane -> how many of its jobs are claimed
+	LaneReady   // emq:{<q>}:laneready          zset: lanes with waiting work, by virtual time
+	LaneWait    // emq:{<q>}:lanewait           zset: lanes held back, by the ms they may give work
+	JobLane     // emq:{<q>}:joblane            hash: JOB id -> priority, refunds and lane
+	Urgent      // emq:{<q>}:urgent             zset: waiting jobs of priority 1..3, score -priority
+	FlowLog     // emq:{<q>}:flowlog            list: the claim times the queue's rate counts
+	LanePending // emq:{<q>}:lanepending:<lane> zset, score 0: a lane's waiting jobs
+	LaneLog     // emq:{<q>}:lanelog:<lane>     list: the claim times a lane's rate counts
+
 	// The registries and the published stats, for tools (see registry.go).
 	Queues     // emq:queues               zset: the queue registry, outside any hash tag
 	Tables     // ecc:tables               zset: the table registry, outside any hash tag
@@ -109,6 +121,17 @@ var suffix = [...]string{
 	Errors: "errors:",
 	Result: "result:",
 
+	Flow:        "flow",
+	Lanes:       "lanes",
+	LaneActive:  "laneactive",
+	LaneReady:   "laneready",
+	LaneWait:    "lanewait",
+	JobLane:     "joblane",
+	Urgent:      "urgent",
+	FlowLog:     "flowlog",
+	LanePending: "lanepending:",
+	LaneLog:     "lanelog:",
+
 	Workers: "workers",
 }
 
@@ -128,6 +151,10 @@ func (t Type) String() string {
 		return "errors"
 	case Result:
 		return "result"
+	case LanePending:
+		return "lanepending"
+	case LaneLog:
+		return "lanelog"
 	case Queues:
 		return "queues"
 	case Tables:
@@ -149,7 +176,8 @@ func (t Type) String() string {
 
 // Key is a parsed key or channel: its role, the name in its hash tag, its type, the id for
 // the types that carry one (Row, ShardRow, Job, Unique, Errors and Result, whose id is a JOB
-// id, and Periodic, whose id is the schedule's name), and the shard index for the shard types
+// id, Periodic, whose id is the schedule's name, and LanePending and LaneLog, whose id is the
+// lane's name), and the shard index for the shard types
 // (0 for every other type). The two registries (Queues, Tables) have no hash tag: their Name
 // is "".
 type Key struct {
@@ -185,7 +213,7 @@ func (k Key) String() string {
 		return queueRegistry
 	case Tables:
 		return tableRegistry
-	case Job, Unique, Periodic, Errors, Result:
+	case Job, Unique, Periodic, Errors, Result, LanePending, LaneLog:
 		return busPrefix + "{" + k.Name + "}:" + suffix[k.Type] + k.ID
 	}
 	if int(k.Type) < len(suffix) && suffix[k.Type] != "" {
@@ -309,7 +337,7 @@ func Parse(s string) (Key, error) {
 		}
 		sfx := suffix[t]
 		switch t {
-		case Job, Unique, Periodic, Errors, Result:
+		case Job, Unique, Periodic, Errors, Result, LanePending, LaneLog:
 			if !strings.HasPrefix(rest, sfx) {
 				continue
 			}
@@ -321,7 +349,7 @@ func Parse(s string) (Key, error) {
 			case Unique:
 				err = ValidateID(k.ID)
 			default:
-				err = ValidateName(k.ID) // a schedule is named like a queue
+				err = ValidateName(k.ID) // a schedule or a lane is named like a queue
 			}
 			if err != nil {
 				return Key{}, fmt.Errorf("key %q: %w", clip(s), err)
@@ -334,7 +362,7 @@ func Parse(s string) (Key, error) {
 			}
 		}
 	}
-	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics, errors:<JOB id>, result:<JOB id>, workers", ErrInvalid, clip(s))
+	return Key{}, fmt.Errorf("%w key %q: unknown type; the bus types are pending, active, schedule, dead, meta, wake, job:<JOB id>, uniq:<key>, inval, topic, periodic:<name>, periodics, errors:<JOB id>, result:<JOB id>, workers, flow, lanes, laneactive, laneready, lanewait, joblane, urgent, flowlog, lanepending:<lane>, lanelog:<lane>", ErrInvalid, clip(s))
 }
 
 // parseShard reads a shard index: a decimal in [0, MaxShards) without leading zeros, so each

@@ -37,7 +37,12 @@ func TestSlotVectors(t *testing.T) {
 	require.NoError(t, err)
 	r, err := q.Result(keys.NewJobID())
 	require.NoError(t, err)
-	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics(), e, r, q.Workers(), keys.MustTable("orders").Stats()} {
+	lp, err := q.LanePending("acme")
+	require.NoError(t, err)
+	ll, err := q.LaneLog("acme")
+	require.NoError(t, err)
+	for _, k := range []string{q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), j, p, q.Periodics(), e, r, q.Workers(), keys.MustTable("orders").Stats(),
+		q.Flow(), q.Lanes(), q.LaneActive(), q.LaneReady(), q.LaneWait(), q.JobLane(), q.Urgent(), q.FlowLog(), lp, ll} {
 		require.Equal(t, uint16(105), keys.Slot(k), "F5: every key of {orders} answers slot 105: %s", k)
 	}
 }
@@ -146,6 +151,36 @@ func TestBuilders(t *testing.T) {
 	require.Error(t, err, "a prefix is not a key")
 	_, err = keys.Parse(q.PeriodicPrefix())
 	require.Error(t, err, "a prefix is not a key")
+
+	for k, want := range map[string]string{
+		q.Flow(): "emq:{orders}:flow", q.Lanes(): "emq:{orders}:lanes", q.LaneActive(): "emq:{orders}:laneactive",
+		q.LaneReady(): "emq:{orders}:laneready", q.LaneWait(): "emq:{orders}:lanewait", q.JobLane(): "emq:{orders}:joblane",
+		q.Urgent(): "emq:{orders}:urgent", q.FlowLog(): "emq:{orders}:flowlog",
+		q.LanePendingPrefix(): "emq:{orders}:lanepending:", q.LaneLogPrefix(): "emq:{orders}:lanelog:",
+	} {
+		require.Equal(t, want, k)
+	}
+	lp, err := q.LanePending("tenant-7")
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:lanepending:tenant-7", lp)
+	ll, err := q.LaneLog("tenant-7")
+	require.NoError(t, err)
+	require.Equal(t, "emq:{orders}:lanelog:tenant-7", ll)
+	for _, bad := range []string{"", "a:b", "a{b}", strings.Repeat("x", 65)} {
+		_, err = q.LanePending(bad)
+		require.ErrorIs(t, err, keys.ErrInvalid, "lane %q", bad)
+		require.Contains(t, err.Error(), "[A-Za-z0-9_.-]", "the error names the rule")
+		_, err = q.LaneLog(bad)
+		require.ErrorIs(t, err, keys.ErrInvalid, "lane %q", bad)
+		err = keys.ValidateLane(bad)
+		require.ErrorIs(t, err, keys.ErrInvalid, "lane %q", bad)
+		require.Contains(t, err.Error(), "lane")
+	}
+	require.NoError(t, keys.ValidateLane("tenant-7"))
+	for _, prefix := range []string{q.LanePendingPrefix(), q.LaneLogPrefix()} {
+		_, err = keys.Parse(prefix)
+		require.Error(t, err, "a prefix is not a key")
+	}
 }
 
 func TestTypeNames(t *testing.T) {
@@ -157,6 +192,9 @@ func TestTypeNames(t *testing.T) {
 		keys.Periodic: "periodic", keys.Periodics: "periodics", keys.Errors: "errors", keys.Result: "result",
 		keys.Queues: "queues", keys.Tables: "tables", keys.Workers: "workers", keys.TableStats: "stats",
 		keys.ShardRow: "shard-row", keys.ShardRecord: "shard-record", keys.ShardInval: "shard-inval",
+		keys.Flow: "flow", keys.Lanes: "lanes", keys.LaneActive: "laneactive", keys.LaneReady: "laneready",
+		keys.LaneWait: "lanewait", keys.JobLane: "joblane", keys.Urgent: "urgent", keys.FlowLog: "flowlog",
+		keys.LanePending: "lanepending", keys.LaneLog: "lanelog",
 	} {
 		require.Equal(t, want, typ.String())
 	}
@@ -168,7 +206,7 @@ func TestTypeNames(t *testing.T) {
 func randomKey(r *rand.Rand) (string, keys.Key) {
 	name := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
 	q, t := keys.MustQueue(name), keys.MustTable(name)
-	switch r.IntN(23) {
+	switch r.IntN(33) {
 	case 20, 21, 22:
 		n := r.IntN(keys.MaxShards)
 		sh, err := t.Shard(n)
@@ -235,6 +273,18 @@ func randomKey(r *rand.Rand) (string, keys.Key) {
 		id := keys.NewJobID()
 		k, _ := q.Result(id)
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Result, ID: id.String()}
+	case 23, 24:
+		lane := randomString(r, 1+r.IntN(keys.MaxNameLen), "abcXYZ019_.-")
+		if r.IntN(2) == 0 {
+			k, _ := q.LanePending(lane)
+			return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.LanePending, ID: lane}
+		}
+		k, _ := q.LaneLog(lane)
+		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.LaneLog, ID: lane}
+	case 25, 26, 27, 28, 29, 30, 31, 32:
+		typ := []keys.Type{keys.Flow, keys.Lanes, keys.LaneActive, keys.LaneReady, keys.LaneWait, keys.JobLane, keys.Urgent, keys.FlowLog}[r.IntN(8)]
+		k := keys.Key{Role: keys.Bus, Name: name, Type: typ}
+		return k.String(), k
 	default:
 		k, _ := keys.TopicChannel(name)
 		return k, keys.Key{Role: keys.Bus, Name: name, Type: keys.Topic}
@@ -276,6 +326,8 @@ func TestParseRefuses(t *testing.T) {
 		"other:{q}:pending", "emq:{q}:job:" + id + "x", "emq:{q}:job:JOB_8" + id[5:],
 		"emq:{q}:periodic:", "emq:{q}:periodic", "emq:{q}:periodicsx", "emq:{q}:periodic:a:b",
 		"emq:{q}:periodic:a b", "emq:{q}:periodic:" + strings.Repeat("x", 65), "emq:{q}:periodic:{a}",
+		"emq:{q}:lanepending:", "emq:{q}:lanepending", "emq:{q}:lanepending:a:b", "emq:{q}:lanelog:",
+		"emq:{q}:lanelog:a b", "emq:{q}:lanesx", "emq:{q}:lane", "emq:{q}:flow:x", "emq:{q}:lanepending:" + strings.Repeat("x", 65),
 		"emq:{q}:workersx", "emq:{q}:workers:", "ecc:{t}#stat", "ecc:{t}#statsx", "ecc:{t}#", "emq:{q}#stats",
 		"emq:queue", "emq:queues:", "emq:queuesx", "ecc:table", "ecc:tablesx", "ecc:queues", "emq:tables", "ecc:{t}:",
 		"emq:{q}:", "emq:{queues}", "ECC:tables",
@@ -297,6 +349,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("emq:{q}:job:" + keys.NewJobID().String())
 	f.Add("emq:{q}:periodic:eod.report")
 	f.Add("emq:{q}:periodics")
+	f.Add("emq:{q}:lanepending:acme")
+	f.Add("emq:{q}:laneready")
 	f.Add("emq:queues")
 	f.Add("ecc:{t}#stats")
 	f.Add("emq:{q}:errors:" + keys.NewJobID().String())

@@ -256,6 +256,7 @@ var rules = []Param{
 	{Name: "fence", Doc: "a fencing token (FORMAT fencing): a decimal integer without leading zeros, ^[1-9][0-9]*$, at most 15 digits"},
 	{Name: "token", Doc: "a token: exactly 16 bytes of [0-9A-Za-z]"},
 	{Name: "id", Doc: "an id: " + keys.IDRule},
+	{Name: "name", Doc: "a name (of a lane, like a queue's): " + keys.NameRule},
 	{Name: "sha1", Doc: "a SHA1 in hex: exactly 40 bytes of [0-9a-f]"},
 	{Name: "cursor", Doc: "a SCAN cursor: ^[0-9]+$, at most 18446744073709551615"},
 	{Name: "row", Doc: "a cache row of kind value or not found (FORMAT row): a value row is \\xEC\\x01V, a version of 16 bytes of [0-9A-Za-z] and 12 bytes or more (31 bytes at least), or \\xEC\\x01W, a version of 16 bytes of [0-9A-Za-z] and 20 bytes or more (39 bytes at least); a not-found row is \\xEC\\x01N and 4 bytes (7 bytes exactly)"},
@@ -289,7 +290,7 @@ func CheckRule(rule string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("rule %q is none of uint[lo,hi], jobid, fence, token, id, sha1, cursor, row, valuerow, bytes, bytes[lo,hi]", rule)
+	return fmt.Errorf("rule %q is none of uint[lo,hi], jobid, fence, token, id, name, sha1, cursor, row, valuerow, bytes, bytes[lo,hi]", rule)
 }
 
 // LengthBounds reads the bounds of a bytes[lo,hi] rule: the shortest and longest value, in

@@ -24,8 +24,12 @@
 --          server TIME) to promote before claiming, oldest run-at first; 0 promotes none. The
 --          Go bus passes ClaimOpts.PromoteLimit, else Config.PromoteLimit (default 100)
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:joblane            read: exists (FORMAT lanes)
+-- DERIVES  emq:{<q>}:flow               read: exists
+-- DERIVES  emq:{<q>}:laneready          read: exists
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   envelope see enqueue.lua
+-- FORMAT   lanes    see laneclaim.lua
 -- FORMAT   servertime  every time a script reads is the server's TIME, as milliseconds:
 --          seconds * 1000 + floor(microseconds / 1000). Lease deadlines (active) and run-ats
 --          (schedule) are such milliseconds; no client clock takes part in a lease. A client
@@ -43,6 +47,8 @@
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 3
 -- ERROR    EMQTYPE    a key holds another type
 -- ERROR    EMQPAUSED  the queue is paused (nothing is written)
+-- ERROR    EMQLANES   the queue keeps lane state (joblane, flow or laneready exists: lanes,
+--          priorities or a rate): nothing is written; claim it with laneclaim
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
 if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'meta' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, meta of one queue')
@@ -68,6 +74,10 @@ if type(paused) == 'table' and paused['err'] then
   return redis.error_reply(typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'hash') or paused['err'])
 end
 if paused == '1' then return redis.error_reply('EMQPAUSED the queue is paused') end
+-- lanes: a queue with lane state is claimed by laneclaim (FORMAT lanes, see laneclaim.lua).
+if redis.call('EXISTS', base .. 'joblane', base .. 'flow', base .. 'laneready') > 0 then
+  return redis.error_reply('EMQLANES the queue has lanes, priorities or a rate: claim it with laneclaim')
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local due = {}

@@ -25,6 +25,9 @@
 --          job, [6], [7] the second, and so on (one job at least). id: its JOB id
 -- ARGV[5]  token*  fence  the attempts count its claim returned
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:joblane            read: exists (FORMAT lanes)
+-- DERIVES  emq:{<q>}:flow               read: exists
+-- DERIVES  emq:{<q>}:laneready          read: exists
 -- DERIVES  emq:{<q>}:errors:<id>        each finished job's failure history: KEYS[1] up to its
 --          type, "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
@@ -32,6 +35,7 @@
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   fencing  see complete.lua
+-- FORMAT   lanes    see laneclaim.lua
 -- FORMAT   failure  see fail.lua
 -- FORMAT   cancel   see cancel.lua
 -- REPLY    {retired, refused, paused, claimed}: retired is how many finished jobs were
@@ -44,6 +48,8 @@
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count is not 3 + 2n (nothing
 --          written)
 -- ERROR    EMQTYPE    a key holds another type (nothing written)
+-- ERROR    EMQLANES   the queue keeps lane state (joblane, flow or laneready exists): nothing is
+--          written, not even the retirements; laneclaim retires and claims such a queue
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
 if #KEYS ~= 4 or not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule' or KEYS[4] ~= base .. 'meta' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:pending, active, schedule, meta of one queue')
@@ -79,6 +85,10 @@ if type(paused) == 'table' and paused['err'] then
   return redis.error_reply(typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'hash') or paused['err'])
 end
 paused = paused == '1'
+-- lanes: a queue with lane state is retired and claimed by laneclaim (FORMAT lanes).
+if redis.call('EXISTS', base .. 'joblane', base .. 'flow', base .. 'laneready') > 0 then
+  return redis.error_reply('EMQLANES the queue has lanes, priorities or a rate: retire and claim with laneclaim')
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local due = {}

@@ -12,11 +12,24 @@
 --          [4] the second, and so on (one job at least). id: its JOB id
 -- ARGV[2]  token*  fence  the attempts count its claim returned
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:joblane            the lane of each job (FORMAT joblane); read once per
+--          call by TYPE, so a queue without lanes pays one command
+-- DERIVES  emq:{<q>}:laneactive         a freed lane's count of claimed jobs (FORMAT lanes)
+-- DERIVES  emq:{<q>}:laneready          where a lane its cap had stopped comes back
+-- DERIVES  emq:{<q>}:lanewait           read: whether a lane is held back
+-- DERIVES  emq:{<q>}:lanepending:<lane> read: whether a freed lane has waiting jobs
+-- DERIVES  emq:{<q>}:flow               read: the virtual clock vt
+-- DERIVES  emq:{<q>}:urgent             checked: its type
+-- DERIVES  emq:{<q>}:meta               read: paused, before a wake marker
+-- DERIVES  emq:{<q>}:wake               a wake marker when a lane gets a slot back (FORMAT wake)
 -- DERIVES  emq:{<q>}:errors:<id>        each job's failure history: KEYS[1] up to its type,
 --          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   fencing  see complete.lua
+-- FORMAT   lanes    see laneclaim.lua
+-- FORMAT   joblane  see laneclaim.lua
+-- FORMAT   wake     see enqueue.lua
 -- FORMAT   failure  see fail.lua
 -- FORMAT   cancel   see cancel.lua
 -- REPLY    {retired, refused}: retired is how many jobs were retired; refused is a flat list
@@ -26,7 +39,7 @@
 --          every job was retired
 -- ERROR    EMQKEYS    KEYS[1] is not a queue's active set
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count is not 2n (nothing written)
--- ERROR    EMQTYPE    a key holds another type (nothing written)
+-- ERROR    EMQTYPE    a key holds another type, a lane key included (nothing written)
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 1 or not base or #base > 71 then return redis.error_reply('EMQKEYS expected emq:{<q>}:active') end
 local n = #ARGV / 2
@@ -73,6 +86,83 @@ for i = 1, n do
     if token ~= '1' then again[#again + 1] = id end
   end
 end
+-- lanes: one TYPE per call; with lanes, every lane key the call may write is checked first
+-- (FORMAT lanes, see laneclaim.lua).
+local jl = redis.call('TYPE', base .. 'joblane')['ok']
+if jl ~= 'none' and jl ~= 'hash' then return redis.error_reply('EMQTYPE ' .. base .. 'joblane holds a ' .. jl .. ', not a hash') end
+local lanes = jl == 'hash'
+if lanes then
+  for _, k in ipairs({{'laneactive', 'hash'}, {'laneready', 'zset'}, {'lanewait', 'zset'}, {'flow', 'hash'}, {'urgent', 'zset'}, {'meta', 'hash'}, {'wake', 'list'}}) do
+    local got = redis.call('TYPE', base .. k[1])['ok']
+    if got ~= 'none' and got ~= k[2] then return redis.error_reply('EMQTYPE ' .. base .. k[1] .. ' holds a ' .. got .. ', not a ' .. k[2]) end
+  end
+end
+local lanevals = {}
+if lanes then
+  for i = 1, #ok, 1000 do
+    local part = {unpack(ok, i, math.min(i + 999, #ok))}
+    local vals = redis.call('HMGET', base .. 'joblane', unpack(part))
+    for j = 1, #part do lanevals[part[j]] = vals[j] or nil end
+  end
+end
+-- lanes: the lane bookkeeping of jobs leaving active or waiting again (FORMAT lanes).
+local freed = {}
+local function leaves(id)
+  local lane = string.match(lanevals[id] or '', '^[0-3]:[0-9]+:(.+)$')
+  if lane then freed[lane] = (freed[lane] or 0) + 1 end
+end
+local function tolane(id)
+  local p, lane = string.match(lanevals[id] or '', '^([0-3]):[0-9]+:(.*)$')
+  if not p or (p == '0' and lane == '') then return false end
+  if p ~= '0' then
+    redis.call('ZADD', base .. 'urgent', -tonumber(p), id)
+    return true
+  end
+  redis.call('ZADD', base .. 'lanepending:' .. lane, 0, id)
+  redis.call('HINCRBY', base .. 'flow', 'waiting', 1)
+  if not redis.call('ZSCORE', base .. 'lanewait', lane) then
+    redis.call('ZADD', base .. 'laneready', 'NX', tonumber(redis.call('HGET', base .. 'flow', 'vt')) or 0, lane)
+  end
+  return true
+end
+local function free()
+  local names = {}
+  for lane in pairs(freed) do names[#names + 1] = lane end
+  if #names == 0 then return end
+  local act = redis.call('HMGET', base .. 'laneactive', unpack(names))
+  local set, del = {}, {}
+  for i, lane in ipairs(names) do
+    local n = (tonumber(act[i]) or 0) - freed[lane]
+    if n > 0 then
+      set[#set + 1] = lane
+      set[#set + 1] = n
+    else
+      del[#del + 1] = lane
+    end
+  end
+  if #set > 0 then redis.call('HSET', base .. 'laneactive', unpack(set)) end
+  if #del > 0 then redis.call('HDEL', base .. 'laneactive', unpack(del)) end
+  -- A lane its cap had stopped has a slot again: back to laneready, and wake a worker.
+  local inready = redis.call('ZMSCORE', base .. 'laneready', unpack(names))
+  local inwait = redis.call('ZMSCORE', base .. 'lanewait', unpack(names))
+  local back = {}
+  for i, lane in ipairs(names) do
+    if not inready[i] and not inwait[i] then
+      local n = redis.pcall('ZCARD', base .. 'lanepending:' .. lane)
+      if type(n) == 'number' and n > 0 then
+        back[#back + 1] = tonumber(redis.call('HGET', base .. 'flow', 'vt')) or 0
+        back[#back + 1] = lane
+      end
+    end
+  end
+  if #back > 0 then
+    redis.call('ZADD', base .. 'laneready', unpack(back))
+    if redis.call('HGET', base .. 'meta', 'paused') ~= '1' then
+      redis.call('LPUSH', base .. 'wake', '1')
+      redis.call('LTRIM', base .. 'wake', 0, 15)
+    end
+  end
+end
 -- Pass 2: retire: one ZREM and one DEL per 1000 jobs (unpack's bound).
 local rows = {}
 for i, id in ipairs(ok) do
@@ -86,5 +176,19 @@ end
 -- complete.lua for the pcall.
 for _, id in ipairs(again) do
   redis.pcall('DEL', base .. 'errors:' .. id)
+end
+-- lanes: the retired jobs' joblane fields go with their rows, and their lanes free slots.
+if lanes then
+  local gone = {}
+  for _, id in ipairs(ok) do
+    if lanevals[id] then
+      gone[#gone + 1] = id
+      leaves(id)
+    end
+  end
+  for i = 1, #gone, 1000 do
+    redis.call('HDEL', base .. 'joblane', unpack(gone, i, math.min(i + 999, #gone)))
+  end
+  free()
 end
 return {#ok, refused}

@@ -5,9 +5,19 @@
 -- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
 -- KEYS[4]  emq:{<q>}:dead               score-0 set
 -- KEYS[5]  emq:{<q>}:meta               hash; read: paused, max_attempts
+-- DERIVES  emq:{<q>}:flow               read: field waiting (FORMAT lanes)
+-- DERIVES  emq:{<q>}:urgent             read: its size
+-- DERIVES  emq:{<q>}:laneready          read: its size
+-- DERIVES  emq:{<q>}:lanewait           read: its size
+-- DERIVES  emq:{<q>}:laneactive         read: how many lanes have claimed jobs
 -- FORMAT   lease    see claim.lua
--- REPLY    {pending, active, scheduled, dead, paused, max_attempts}: the four set sizes, paused
---          1 or 0, and the queue's max_attempts (0 when it has none), all integers
+-- FORMAT   lanes    see laneclaim.lua
+-- REPLY    {pending, active, scheduled, dead, paused, max_attempts, lane_waiting, urgent,
+--          lanes_ready, lanes_held, lanes_active}: the four set sizes, paused 1 or 0, the
+--          queue's max_attempts (0 when it has none); then the jobs waiting in the lanes' sets
+--          (flow field waiting), the size of urgent, the lanes in laneready and in lanewait,
+--          and the lanes with claimed jobs; all integers. The queue's waiting jobs are pending
+--          + lane_waiting + urgent
 -- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, dead, meta
 -- ERROR    EMQARGS    an ARGV is given
 -- ERROR    EMQTYPE    a key holds another type
@@ -25,6 +35,11 @@ local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(KEYS[3], redis.call('TYPE', KEYS[3])['ok'], 'zset')
   or typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'zset')
   or typeerr(KEYS[5], redis.call('TYPE', KEYS[5])['ok'], 'hash')
+  or typeerr(base .. 'flow', redis.call('TYPE', base .. 'flow')['ok'], 'hash')
+  or typeerr(base .. 'urgent', redis.call('TYPE', base .. 'urgent')['ok'], 'zset')
+  or typeerr(base .. 'laneready', redis.call('TYPE', base .. 'laneready')['ok'], 'zset')
+  or typeerr(base .. 'lanewait', redis.call('TYPE', base .. 'lanewait')['ok'], 'zset')
+  or typeerr(base .. 'laneactive', redis.call('TYPE', base .. 'laneactive')['ok'], 'hash')
 if e then return redis.error_reply(e) end
 local meta = redis.call('HMGET', KEYS[5], 'paused', 'max_attempts')
 local paused = 0
@@ -36,4 +51,9 @@ return {
   redis.call('ZCARD', KEYS[4]),
   paused,
   tonumber(meta[2]) or 0,
+  tonumber(redis.call('HGET', base .. 'flow', 'waiting')) or 0,
+  redis.call('ZCARD', base .. 'urgent'),
+  redis.call('ZCARD', base .. 'laneready'),
+  redis.call('ZCARD', base .. 'lanewait'),
+  redis.call('HLEN', base .. 'laneactive'),
 }

@@ -31,7 +31,7 @@ func init() {
 		HGET HSET HSETNX HINCRBY HGETALL HDEL HMGET HLEN HEXISTS HKEYS HRANDFIELD
 		ZADD ZREM ZPOPMIN ZRANGE ZRANGEBYSCORE ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZCARD ZSCORE
 		ZMSCORE ZCOUNT ZLEXCOUNT ZREMRANGEBYSCORE ZREMRANGEBYLEX ZRANK
-		LPUSH RPUSH LPOP RPOP LTRIM LLEN LRANGE SPUBLISH`) {
+		LPUSH RPUSH LPOP RPOP LTRIM LLEN LRANGE LINDEX SPUBLISH`) {
 		keyArgs[c] = first
 	}
 	for _, c := range []string{"DEL", "UNLINK", "EXISTS", "MGET"} {
@@ -231,7 +231,7 @@ func TestKeyDisciplineCatchesStrays(t *testing.T) {
 func TestHeaders(t *testing.T) {
 	t.Parallel()
 	fill := strings.NewReplacer("<q>", "orders", "<table>", "orders", "<topic>", "orders",
-		"<id>", keys.NewJobID().String(), "<JOB id>", keys.NewJobID().String(), "<key>", "k", "<name>", "eod")
+		"<id>", keys.NewJobID().String(), "<JOB id>", keys.NewJobID().String(), "<key>", "k", "<name>", "eod", "<lane>", "acme")
 	for _, s := range lua.All() {
 		require.NotEmpty(t, s.Header.Summary, s.Name)
 		require.NotEmpty(t, s.Header.Keys, "%s declares no KEYS", s.Name)
@@ -317,7 +317,7 @@ func TestParseHeaderStrict(t *testing.T) {
 		_, err := lua.ParseHeader(src)
 		require.Error(t, err, name)
 	}
-	for _, rule := range []string{"jobid", "fence", "token", "id", "id?", "sha1", "cursor", "row", "row?", "valuerow", "bytes", "uint[0,999999999999999]", "bytes[0,1024]", "bytes[1,1]"} {
+	for _, rule := range []string{"jobid", "fence", "token", "id", "id?", "name", "name?", "sha1", "cursor", "row", "row?", "valuerow", "bytes", "uint[0,999999999999999]", "bytes[0,1024]", "bytes[1,1]"} {
 		require.NoError(t, lua.CheckRule(rule), rule)
 	}
 	for _, rule := range []string{"bytes[2,1]", "bytes[01,2]", "bytes[0,1000000000]", "bytes[]", "bytes[lo,hi]", "uint[lo,hi]"} {

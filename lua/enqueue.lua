@@ -56,7 +56,8 @@
 --          and tracestate carry the W3C trace context of the producer (trace-context level 1
 --          formats), so a consumer in any runtime links its span to the producer's.
 -- FORMAT   wake     a marker is one of two values. "1", work is pending: a script that makes a
---          job pending pushes one. "s", the schedule's head moved earlier: an enqueue that
+--          job pending pushes one, and so does one that gives a lane its cap had stopped a
+--          slot again, or resumes a lane (FORMAT lanes). "s", the schedule's head moved earlier: an enqueue that
 --          schedules jobs whose run-at is earlier than the lowest run-at in schedule before the
 --          call (or into an empty schedule) pushes one; fail and snooze push none when they
 --          schedule a retry, since the worker that hands the job back knows its run-at and
@@ -67,6 +68,7 @@
 --          (claim promotes due jobs first); a value they do not know they take as "1". A marker
 --          is a hint, never a job: a worker that times out claims and reads the schedule's head
 --          all the same.
+-- FORMAT   lanes    see laneclaim.lua
 -- REPLY    {{id, created}, ...}: one pair per job, in order. created is 1 when the job was
 --          added (id is its own); 0 when its key's guard already named a job, or an earlier
 --          job of the same call had the same key (id is that job's id, and nothing was added)

@@ -9,9 +9,12 @@
 -- ARGV[2]  id*    jobid  optional; a starred ARGV repeats: one JOB id per job, each a dead job
 --          of the queue, no id twice
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:joblane            the jobs' lanes (FORMAT joblane): their fields go with
+--          the rows; read once per call by TYPE, so a queue without lanes pays one command
 -- DERIVES  emq:{<q>}:errors:<id>        each job's failure history: KEYS[1] up to its type,
 --          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
+-- FORMAT   joblane  see laneclaim.lua
 -- FORMAT   failure  see fail.lua
 -- REPLY    {id, ...}: the JOB ids deleted; {} when dead was empty
 -- ERROR    EMQNOJOB   <id>: a named job has no row
@@ -51,6 +54,8 @@ else
   if limit < 1 then return redis.error_reply('EMQARGS limit must be an integer > 0 when no id is given') end
   ids = redis.call('ZRANGE', KEYS[1], 0, limit - 1)
 end
+local jl = redis.call('TYPE', base .. 'joblane')['ok']
+if jl ~= 'none' and jl ~= 'hash' then return redis.error_reply('EMQTYPE ' .. base .. 'joblane holds a ' .. jl .. ', not a hash') end
 for _, id in ipairs(ids) do
   local jk = base .. 'job:' .. id
   redis.call('ZREM', KEYS[1], id)
@@ -58,5 +63,11 @@ for _, id in ipairs(ids) do
   -- A dead job was claimed, so it may have a failure history (FORMAT failure); see
   -- complete.lua for the pcall.
   redis.pcall('DEL', base .. 'errors:' .. id)
+end
+-- lanes: the purged jobs' joblane fields go with their rows (FORMAT lanes, see laneclaim.lua).
+if jl == 'hash' then
+  for i = 1, #ids, 1000 do
+    redis.call('HDEL', base .. 'joblane', unpack(ids, i, math.min(i + 999, #ids)))
+  end
 end
 return ids

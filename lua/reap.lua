@@ -10,7 +10,9 @@
 -- attempt: each moved job's failure history gets the entry "lease expired" (FORMAT failure),
 -- unless the history key holds another type than a list, which is then left as it is. A job
 -- cancelled while claimed (state "cancelling") goes to dead, recorded as "cancelled" (FORMAT
--- cancel).
+-- cancel). A job of a lane frees its lane's slot (so a crashed holder's slots come back) and
+-- waits again in its lane's set (FORMAT lanes); its refunds (FORMAT joblane) are not counted
+-- against the maximum.
 --
 -- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- KEYS[2]  emq:{<q>}:pending            score-0 set
@@ -25,19 +27,29 @@
 --          or absent; 0 = none. The Go bus passes Config.MaxAttempts (default 25; 0 when it
 --          is negative)
 -- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:joblane            the lane and priority of each job (FORMAT joblane); read
+--          once per call by TYPE, so a queue without lanes pays one command
+-- DERIVES  emq:{<q>}:laneactive         a freed lane's count of claimed jobs (FORMAT lanes)
+-- DERIVES  emq:{<q>}:lanepending:<lane> where a job of a lane, priority 0, waits again
+-- DERIVES  emq:{<q>}:urgent             where a job of priority 1 to 3 waits again
+-- DERIVES  emq:{<q>}:laneready          where a lane that gets a job back joins
+-- DERIVES  emq:{<q>}:lanewait           read: whether a lane is held back
+-- DERIVES  emq:{<q>}:flow               fields vt (read) and waiting
 -- DERIVES  emq:{<q>}:errors:<id>        each job's failure history: KEYS[1] up to its type,
 --          "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   lease    see claim.lua
 -- FORMAT   wake     see enqueue.lua
+-- FORMAT   lanes    see laneclaim.lua
+-- FORMAT   joblane  see laneclaim.lua
 -- FORMAT   failure  see fail.lua
 -- FORMAT   cancel   see cancel.lua
 -- REPLY    {requeued, dead}: two lists of JOB ids, oldest deadline first: the jobs moved to
 --          pending and the jobs moved to dead; {{}, {}} when no lease had run out
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, pending, dead, meta, wake
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 3
--- ERROR    EMQTYPE    a key holds another type
+-- ERROR    EMQTYPE    a key holds another type (a lane key included: nothing written)
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 5 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'dead' or KEYS[4] ~= base .. 'meta'
   or KEYS[5] ~= base .. 'wake' then
@@ -65,6 +77,92 @@ if max == 0 then max = tonumber(meta[1]) or dmax end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
+-- lanes: one TYPE per call; with lanes, every lane key the call may write is checked first
+-- (FORMAT lanes, see laneclaim.lua).
+local jl = redis.call('TYPE', base .. 'joblane')['ok']
+if jl ~= 'none' and jl ~= 'hash' then return redis.error_reply('EMQTYPE ' .. base .. 'joblane holds a ' .. jl .. ', not a hash') end
+local lanes = jl == 'hash'
+if lanes then
+  for _, k in ipairs({{'laneactive', 'hash'}, {'laneready', 'zset'}, {'lanewait', 'zset'}, {'flow', 'hash'}, {'urgent', 'zset'}, {'meta', 'hash'}, {'wake', 'list'}}) do
+    local got = redis.call('TYPE', base .. k[1])['ok']
+    if got ~= 'none' and got ~= k[2] then return redis.error_reply('EMQTYPE ' .. base .. k[1] .. ' holds a ' .. got .. ', not a ' .. k[2]) end
+  end
+end
+local lanevals = {}
+if lanes then
+  for i = 1, #expired, 1000 do
+    local part = {unpack(expired, i, math.min(i + 999, #expired))}
+    local vals = redis.call('HMGET', base .. 'joblane', unpack(part))
+    for j = 1, #part do lanevals[part[j]] = vals[j] or nil end
+  end
+end
+if lanes then
+  for _, v in pairs(lanevals) do
+    local p, lane = string.match(v, '^([0-3]):[0-9]+:(.*)$')
+    if p == '0' and lane ~= '' then
+      local got = redis.call('TYPE', base .. 'lanepending:' .. lane)['ok']
+      if got ~= 'none' and got ~= 'zset' then return redis.error_reply('EMQTYPE ' .. base .. 'lanepending:' .. lane .. ' holds a ' .. got .. ', not a zset') end
+    end
+  end
+end
+-- lanes: the lane bookkeeping of jobs leaving active or waiting again (FORMAT lanes).
+local freed = {}
+local function leaves(id)
+  local lane = string.match(lanevals[id] or '', '^[0-3]:[0-9]+:(.+)$')
+  if lane then freed[lane] = (freed[lane] or 0) + 1 end
+end
+local function tolane(id)
+  local p, lane = string.match(lanevals[id] or '', '^([0-3]):[0-9]+:(.*)$')
+  if not p or (p == '0' and lane == '') then return false end
+  if p ~= '0' then
+    redis.call('ZADD', base .. 'urgent', -tonumber(p), id)
+    return true
+  end
+  redis.call('ZADD', base .. 'lanepending:' .. lane, 0, id)
+  redis.call('HINCRBY', base .. 'flow', 'waiting', 1)
+  if not redis.call('ZSCORE', base .. 'lanewait', lane) then
+    redis.call('ZADD', base .. 'laneready', 'NX', tonumber(redis.call('HGET', base .. 'flow', 'vt')) or 0, lane)
+  end
+  return true
+end
+local function free()
+  local names = {}
+  for lane in pairs(freed) do names[#names + 1] = lane end
+  if #names == 0 then return end
+  local act = redis.call('HMGET', base .. 'laneactive', unpack(names))
+  local set, del = {}, {}
+  for i, lane in ipairs(names) do
+    local n = (tonumber(act[i]) or 0) - freed[lane]
+    if n > 0 then
+      set[#set + 1] = lane
+      set[#set + 1] = n
+    else
+      del[#del + 1] = lane
+    end
+  end
+  if #set > 0 then redis.call('HSET', base .. 'laneactive', unpack(set)) end
+  if #del > 0 then redis.call('HDEL', base .. 'laneactive', unpack(del)) end
+  -- A lane its cap had stopped has a slot again: back to laneready, and wake a worker.
+  local inready = redis.call('ZMSCORE', base .. 'laneready', unpack(names))
+  local inwait = redis.call('ZMSCORE', base .. 'lanewait', unpack(names))
+  local back = {}
+  for i, lane in ipairs(names) do
+    if not inready[i] and not inwait[i] then
+      local n = redis.pcall('ZCARD', base .. 'lanepending:' .. lane)
+      if type(n) == 'number' and n > 0 then
+        back[#back + 1] = tonumber(redis.call('HGET', base .. 'flow', 'vt')) or 0
+        back[#back + 1] = lane
+      end
+    end
+  end
+  if #back > 0 then
+    redis.call('ZADD', base .. 'laneready', unpack(back))
+    if redis.call('HGET', base .. 'meta', 'paused') ~= '1' then
+      redis.call('LPUSH', base .. 'wake', '1')
+      redis.call('LTRIM', base .. 'wake', 0, 15)
+    end
+  end
+end
 -- Per job one read (its state and attempts) and one write (its state), plus its failure
 -- history's entry; the sets take the moved ids in one ZREM and one ZADD each per 1000
 -- (unpack's bound).
@@ -75,19 +173,23 @@ for _, id in ipairs(expired) do
   -- hash with neither field): EXISTS tells those two apart only then.
   local row = redis.pcall('HMGET', jk, 'state', 'attempts')
   local hash = not row['err'] and (row[1] or row[2] or redis.call('EXISTS', jk) == 1)
+  leaves(id)
   if hash then
     local att = tonumber(row[2]) or 0
+    local refunds = tonumber(string.match(lanevals[id] or '', '^[0-3]:([0-9]+):')) or 0
     local text = 'lease expired'
     if row[1] == 'cancelling' then text = 'cancelled' end
-    if text == 'cancelled' or max > 0 and att >= max then
+    if text == 'cancelled' or max > 0 and att - refunds >= max then
       redis.call('HSET', jk, 'state', 'dead')
       toDead[#toDead + 1] = 0
       toDead[#toDead + 1] = id
       dead[#dead + 1] = id
     else
       redis.call('HSET', jk, 'state', 'pending')
-      toPending[#toPending + 1] = 0
-      toPending[#toPending + 1] = id
+      if not tolane(id) then
+        toPending[#toPending + 1] = 0
+        toPending[#toPending + 1] = id
+      end
       requeued[#requeued + 1] = id
     end
     -- The failure history (FORMAT failure). A key of another type (or, on a node migrating the
@@ -95,6 +197,8 @@ for _, id in ipairs(expired) do
     local ek = base .. 'errors:' .. id
     local pushed = redis.pcall('RPUSH', ek, string.format('%d %d ', att, now) .. text)
     if type(pushed) == 'number' then redis.call('LTRIM', ek, -10, -1) end
+  elseif lanevals[id] then
+    redis.call('HDEL', base .. 'joblane', id) -- the row is gone: so is its lane's field
   end
 end
 for i = 1, #expired, 1000 do
@@ -106,6 +210,7 @@ end
 for i = 1, #toDead, 2000 do
   redis.call('ZADD', KEYS[3], unpack(toDead, i, math.min(i + 1999, #toDead)))
 end
+free()
 if #requeued > 0 and meta[2] ~= '1' then
   redis.call('LPUSH', KEYS[5], '1')
   redis.call('LTRIM', KEYS[5], 0, 15)

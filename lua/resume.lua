@@ -6,7 +6,10 @@
 -- KEYS[2]  emq:{<q>}:pending            score-0 set; read: is anything pending
 -- KEYS[3]  emq:{<q>}:wake               list of wake-up markers (FORMAT wake)
 -- KEYS[4]  emq:{<q>}:schedule           scored by run-at; read: is anything scheduled
+-- DERIVES  emq:{<q>}:laneready          read: does a lane have waiting work (FORMAT lanes)
+-- DERIVES  emq:{<q>}:urgent             read: is a job of priority 1 to 3 waiting
 -- FORMAT   wake     see enqueue.lua
+-- FORMAT   lanes    see laneclaim.lua
 -- REPLY    1 when the queue was paused, 0 when it was already running
 -- ERROR    EMQKEYS    the KEYS are not one queue's meta, pending, wake, schedule
 -- ERROR    EMQARGS    an ARGV is given
@@ -27,7 +30,7 @@ local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'hash')
 if e then return redis.error_reply(e) end
 if redis.call('HGET', KEYS[1], 'paused') ~= '1' then return 0 end
 redis.call('HDEL', KEYS[1], 'paused')
-local marker = (redis.call('ZCARD', KEYS[2]) > 0 and '1') or (redis.call('ZCARD', KEYS[4]) > 0 and 's')
+local marker = (redis.call('EXISTS', KEYS[2], base .. 'laneready', base .. 'urgent') > 0 and '1') or (redis.call('ZCARD', KEYS[4]) > 0 and 's')
 if marker then
   redis.call('LPUSH', KEYS[3], marker)
   redis.call('LTRIM', KEYS[3], 0, 15)

@@ -57,13 +57,18 @@ func main() {
 // config is one worker configuration the profile measures.
 type config struct {
 	concurrency, prefetch int
+	lanes                 int // the jobs are spread over this many lanes; 0: none
 }
 
 func (c config) String() string {
-	if c.prefetch < 0 {
-		return fmt.Sprintf("c=%d", c.concurrency)
+	s := fmt.Sprintf("c=%d", c.concurrency)
+	if c.prefetch >= 0 {
+		s += fmt.Sprintf(" prefetch=%d", c.prefetch)
 	}
-	return fmt.Sprintf("c=%d prefetch=%d", c.concurrency, c.prefetch)
+	if c.lanes > 0 {
+		s += fmt.Sprintf(" lanes=%d", c.lanes)
+	}
+	return s
 }
 
 func run(args []string, out io.Writer) error {
@@ -73,6 +78,7 @@ func run(args []string, out io.Writer) error {
 	conc := fs.String("c", "20,100", "worker concurrencies, comma-separated")
 	prefetch := fs.String("prefetch", "", "WorkerConfig.Prefetch values, comma-separated (default: the worker's default only)")
 	rounds := fs.Int("rounds", 3, "rounds (the figures are medians over them)")
+	lanes := fs.String("lanes", "0", "lane counts, comma-separated: each drain spreads its jobs evenly over that many lanes (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -89,10 +95,16 @@ func run(args []string, out io.Writer) error {
 			return fmt.Errorf("-prefetch: %w", err)
 		}
 	}
+	ls, err := ints(*lanes)
+	if err != nil {
+		return fmt.Errorf("-lanes: %w", err)
+	}
 	var configs []config
 	for _, c := range cs {
 		for _, p := range ps {
-			configs = append(configs, config{c, p})
+			for _, l := range ls {
+				configs = append(configs, config{c, p, l})
+			}
 		}
 	}
 	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
@@ -171,9 +183,17 @@ func drain(ctx context.Context, c valkey.Client, cfg config, n int, traced bool)
 	for i := range batch {
 		batch[i].Payload = payload
 	}
-	for left := n; left > 0; left -= len(batch) {
-		if _, err := b.EnqueueBatch(ctx, queue, batch[:min(len(batch), left)], nil); err != nil {
-			return result{}, err
+	for l := range max(cfg.lanes, 1) {
+		var opts *bus.EnqueueOpts
+		left := n
+		if cfg.lanes > 0 {
+			opts = &bus.EnqueueOpts{Lane: "lane-" + strconv.Itoa(l)}
+			left = n/cfg.lanes + min(1, max(0, n%cfg.lanes-l))
+		}
+		for ; left > 0; left -= len(batch) {
+			if _, err := b.EnqueueBatch(ctx, queue, batch[:min(len(batch), left)], opts); err != nil {
+				return result{}, err
+			}
 		}
 	}
 	var completed atomic.Int64
@@ -244,12 +264,14 @@ func drain(ctx context.Context, c valkey.Client, cfg config, n int, traced bool)
 		}
 	}
 	q := keys.MustQueue(queue)
-	_ = c.Do(ctx, c.B().Del().Key(q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake()).Build()).Error()
+	_ = c.Do(ctx, c.B().Del().Key(q.Pending(), q.Active(), q.Schedule(), q.Dead(), q.Meta(), q.Wake(), q.Flow(), q.LaneReady(), q.LaneWait(), q.LaneActive(), q.JobLane()).Build()).Error()
 	return r, nil
 }
 
 // claims reports whether a script claims jobs: its calls count in jobs per claim.
-func claims(script string) bool { return script == "claim" || script == "completeclaim" }
+func claims(script string) bool {
+	return script == "claim" || script == "completeclaim" || script == "laneclaim"
+}
 
 // selfCPU is this process's user and system CPU so far.
 func selfCPU() time.Duration {

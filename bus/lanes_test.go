@@ -1,0 +1,280 @@
+package bus_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
+)
+
+// enqueueLane enqueues n jobs with payloads prefix0..prefixN-1 into lane at priority.
+func enqueueLane(t *testing.T, b *bus.Bus, queue, lane string, prio, n int, prefix string) []keys.JobID {
+	t.Helper()
+	out, err := b.EnqueueBatch(context.Background(), queue, payloads(n, prefix), &bus.EnqueueOpts{Lane: lane, Priority: prio})
+	require.NoError(t, err)
+	ids := make([]keys.JobID, len(out))
+	for i, e := range out {
+		ids[i] = e.ID
+	}
+	return ids
+}
+
+// lanesOf is the lanes of the claimed jobs, in claim order ("-" for none).
+func lanesOf(jobs []bus.Job) string {
+	var out []string
+	for _, j := range jobs {
+		l := j.Lane
+		if l == "" {
+			l = "-"
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, " ")
+}
+
+func claimN(t *testing.T, b *bus.Bus, queue string, n int) []bus.Job {
+	t.Helper()
+	jobs, err := b.Claim(context.Background(), queue, &bus.ClaimOpts{Count: n, Lease: time.Minute})
+	require.NoError(t, err)
+	return jobs
+}
+
+// TestLaneRoundRobin: a claim spans lanes in turn, FIFO inside each lane; a lane that joins
+// later takes its turn at once; the jobs without a lane are one more turn.
+func TestLaneRoundRobin(t *testing.T) {
+	t.Parallel()
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
+		ctx, _, b, name, _ := setup(t, tg, bus.Config{})
+		a := enqueueLane(t, b, name, "a", 0, 5, "a")
+		bb := enqueueLane(t, b, name, "b", 0, 2, "b")
+		jobs := claimN(t, b, name, 4)
+		require.Equal(t, "a b a b", lanesOf(jobs))
+		require.Equal(t, []keys.JobID{a[0], bb[0], a[1], bb[1]}, []keys.JobID{jobs[0].ID, jobs[1].ID, jobs[2].ID, jobs[3].ID}, "FIFO inside each lane")
+		enqueueLane(t, b, name, "c", 0, 3, "c")
+		_, err := b.Enqueue(ctx, name, []byte("plain"), nil)
+		require.NoError(t, err)
+		// b is empty; c and the plain job join at the virtual clock (1), before a (2), and ties go
+		// by name: "" (the jobs without a lane) first.
+		jobs = claimN(t, b, name, 6)
+		require.Equal(t, "- c a c a c", lanesOf(jobs))
+		for _, j := range jobs {
+			require.NoError(t, b.Complete(ctx, j, nil))
+		}
+		c, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), c.Pending)
+		require.Equal(t, int64(1), c.InLanes)
+		require.Equal(t, int64(4), c.Active)
+		require.Equal(t, int64(2), c.LanesActive, "a and b have two claimed jobs each")
+	})
+}
+
+// TestLaneCap: a lane at its cap gives nothing until a slot frees; completing one of its jobs
+// gives the slot back and pushes a wake marker; after the drain every count is zero.
+func TestLaneCap(t *testing.T) {
+	t.Parallel()
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
+		require.NoError(t, b.SetLaneLimits(ctx, name, "a", bus.LaneLimits{Cap: 2}))
+		enqueueLane(t, b, name, "a", 0, 5, "a")
+		enqueueLane(t, b, name, "b", 0, 5, "b")
+		jobs := claimN(t, b, name, 10)
+		require.Equal(t, "a b a b b b b", lanesOf(jobs), "a stops at its cap of 2")
+		info, err := b.Lane(ctx, name, "a")
+		require.NoError(t, err)
+		require.Equal(t, int64(2), info.Active)
+		require.Equal(t, int64(3), info.Waiting)
+		require.False(t, info.Ready, "a lane at its cap leaves the round robin")
+		require.Empty(t, claimN(t, b, name, 10))
+		require.NoError(t, c.Do(ctx, c.B().Del().Key(q.Wake()).Build()).Error())
+		require.NoError(t, b.Complete(ctx, jobs[0], nil))
+		n, err := c.Do(ctx, c.B().Llen().Key(q.Wake()).Build()).AsInt64()
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "the freed slot of a lane with work pushes a wake marker")
+		more := claimN(t, b, name, 10)
+		require.Equal(t, "a", lanesOf(more))
+		for _, j := range append(jobs[1:], more...) {
+			require.NoError(t, b.Complete(ctx, j, nil))
+		}
+		for {
+			js := claimN(t, b, name, 10)
+			if len(js) == 0 {
+				break
+			}
+			for _, j := range js {
+				require.NoError(t, b.Complete(ctx, j, nil))
+			}
+		}
+		counts, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.Equal(t, bus.Counts{}, counts, "after the drain every count is zero")
+		left := scanAll(t, c, "{"+name+"}")
+		require.ElementsMatch(t, []string{q.Lanes(), q.Wake()}, left, "only the lane's limits and wake markers remain")
+	})
+}
+
+// TestLanePriority: a job of priority 3 enqueued behind 10,000 ordinary ones is claimed by the
+// next claim; within a priority, mint order.
+func TestLanePriority(t *testing.T) {
+	t.Parallel()
+	ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	for i := 0; i < 10; i++ {
+		_, err := b.EnqueueBatch(ctx, name, payloads(1000, "p"), nil)
+		require.NoError(t, err)
+	}
+	urgent := enqueueLane(t, b, name, "", 3, 1, "urgent")
+	mid := enqueueLane(t, b, name, "x", 1, 2, "mid")
+	jobs := claimN(t, b, name, 1)
+	require.Len(t, jobs, 1)
+	require.Equal(t, urgent[0], jobs[0].ID, "the urgent job is claimed by the next claim")
+	jobs = claimN(t, b, name, 3)
+	require.Equal(t, []keys.JobID{mid[0], mid[1]}, []keys.JobID{jobs[0].ID, jobs[1].ID})
+	require.Equal(t, "x x -", lanesOf(jobs))
+	info, err := b.Lookup(ctx, name, mid[0])
+	require.NoError(t, err)
+	require.Equal(t, "x", info.Lane)
+	require.Equal(t, 1, info.Priority)
+	require.Equal(t, keys.Active, info.Set)
+}
+
+// TestLaneRateLimited: RateLimited(d) hands the job back with its attempts unchanged and its
+// claim refunded, and closes its lane for d: no claim from it meanwhile.
+func TestLaneRateLimited(t *testing.T) {
+	t.Parallel()
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
+		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
+		enqueueLane(t, b, name, "p", 0, 3, "p")
+		enqueueLane(t, b, name, "q", 0, 3, "q")
+		jobs := claimN(t, b, name, 1)
+		require.Equal(t, "p", lanesOf(jobs))
+		before := serverMillis(t, c)
+		until, err := b.RateLimited(ctx, jobs[0], 300*time.Millisecond, nil)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, until.UnixMilli(), before+300)
+		info, err := b.Lookup(ctx, name, jobs[0].ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), info.Attempts, "attempts unchanged")
+		require.Equal(t, int64(1), info.Refunds)
+		require.Equal(t, keys.LanePending, info.Set)
+		got := claimN(t, b, name, 10)
+		require.Equal(t, "q q q", lanesOf(got), "p is closed")
+		lane, err := b.Lane(ctx, name, "p")
+		require.NoError(t, err)
+		require.Equal(t, until.UnixMilli(), lane.HeldUntil.UnixMilli())
+		valkeytest.Eventually(t, 5*time.Second, "p to open again", func() bool { return serverMillis(t, c) > until.UnixMilli() })
+		got = claimN(t, b, name, 10)
+		require.Equal(t, "p p p", lanesOf(got))
+		require.Equal(t, jobs[0].ID, got[0].ID, "the handed-back job is first again")
+		require.Equal(t, int64(2), got[0].Token, "the next claim mints a newer token")
+	})
+}
+
+// TestLaneRate: 50 claims a second with a burst of 5: 5 at once, then none until the window of
+// 100 ms has passed; the claim's wait says when.
+func TestLaneRate(t *testing.T) {
+	t.Parallel()
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
+		ctx, c, b, name, q := setup(t, tg, bus.Config{})
+		require.NoError(t, b.SetLaneLimits(ctx, name, "r", bus.LaneLimits{Rate: bus.Rate{Limit: 50, Burst: 5}}))
+		enqueueLane(t, b, name, "r", 0, 20, "r")
+		jobs := claimN(t, b, name, 20)
+		require.Len(t, jobs, 5, "the burst")
+		require.Empty(t, claimN(t, b, name, 20))
+		first := serverMillis(t, c)
+		n, err := c.Do(ctx, c.B().Zcard().Key(q.LaneWait()).Build()).AsInt64()
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "the lane waits in lanewait")
+		var at int64
+		valkeytest.Eventually(t, 5*time.Second, "the next burst", func() bool {
+			js := claimN(t, b, name, 20)
+			at = serverMillis(t, c)
+			return len(js) > 0
+		})
+		require.GreaterOrEqual(t, at-first, int64(90), "not before the window of 100 ms")
+	})
+}
+
+// TestLanePause: a paused lane gives nothing while its jobs wait; resuming wakes a worker.
+func TestLanePause(t *testing.T) {
+	t.Parallel()
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
+		ctx, _, b, name, _ := setup(t, tg, bus.Config{})
+		enqueueLane(t, b, name, "a", 0, 2, "a")
+		enqueueLane(t, b, name, "b", 0, 2, "b")
+		require.NoError(t, b.PauseLane(ctx, name, "a"))
+		require.Equal(t, "b b", lanesOf(claimN(t, b, name, 10)))
+		info, err := b.Lane(ctx, name, "a")
+		require.NoError(t, err)
+		require.True(t, info.Paused)
+		require.Equal(t, int64(2), info.Waiting)
+		require.NoError(t, b.ResumeLane(ctx, name, "a"))
+		require.Equal(t, "a a", lanesOf(claimN(t, b, name, 10)))
+	})
+}
+
+// TestLaneBadInput: names by the rule of names, limits in their bounds, naming the field;
+// nothing written; a lane that does not exist reads as empty.
+func TestLaneBadInput(t *testing.T) {
+	t.Parallel()
+	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
+		ctx, c, b, name, _ := setup(t, tg, bus.Config{})
+		for _, lane := range []string{"a b", "a:b", "{x}", strings.Repeat("l", 65), "é"} {
+			_, err := b.Enqueue(ctx, name, []byte("x"), &bus.EnqueueOpts{Lane: lane})
+			require.ErrorIs(t, err, bus.ErrInvalid, lane)
+			require.ErrorIs(t, err, keys.ErrInvalid, lane)
+			require.Contains(t, err.Error(), "[A-Za-z0-9_.-]", "the error names the rule")
+			require.ErrorIs(t, b.SetLaneLimits(ctx, name, lane, bus.LaneLimits{Cap: 1}), bus.ErrInvalid)
+			require.ErrorIs(t, b.PauseLane(ctx, name, lane), bus.ErrInvalid)
+		}
+		for _, tc := range []struct {
+			l     bus.LaneLimits
+			field string
+		}{
+			{bus.LaneLimits{Cap: -1}, "Cap"},
+			{bus.LaneLimits{Cap: bus.MaxLaneCap + 1}, "Cap"},
+			{bus.LaneLimits{Weight: -1}, "Weight"},
+			{bus.LaneLimits{Weight: 1001}, "Weight"},
+			{bus.LaneLimits{Rate: bus.Rate{Limit: -5}}, "Rate.Limit"},
+			{bus.LaneLimits{Rate: bus.Rate{Limit: 2_000_000}}, "Rate.Limit"},
+			{bus.LaneLimits{Rate: bus.Rate{Limit: 5, Burst: -1}}, "Rate.Burst"},
+			{bus.LaneLimits{Rate: bus.Rate{Limit: 5, Burst: 1_000_000}}, "Rate.Burst"},
+			{bus.LaneLimits{Rate: bus.Rate{Limit: 5, Per: 48 * time.Hour}}, "Rate.Per"},
+			{bus.LaneLimits{Rate: bus.Rate{Limit: 5, Per: time.Microsecond}}, "Rate.Per"},
+			{bus.LaneLimits{Rate: bus.Rate{Burst: 5}}, "Rate"},
+		} {
+			err := b.SetLaneLimits(ctx, name, "a", tc.l)
+			require.ErrorIs(t, err, bus.ErrInvalid, tc.field)
+			require.Contains(t, err.Error(), tc.field)
+			err = b.SetQueueLimits(ctx, name, bus.QueueLimits{Lanes: tc.l})
+			require.ErrorIs(t, err, bus.ErrInvalid, tc.field)
+		}
+		_, err := b.Enqueue(ctx, name, []byte("x"), &bus.EnqueueOpts{Priority: 4})
+		require.ErrorIs(t, err, bus.ErrInvalid)
+		require.Contains(t, err.Error(), "Priority")
+		_, err = b.Enqueue(ctx, name, []byte("x"), &bus.EnqueueOpts{Priority: -1})
+		require.ErrorIs(t, err, bus.ErrInvalid)
+		require.Empty(t, scanAll(t, c, "{"+name+"}"), "nothing written")
+		info, err := b.Lane(ctx, name, "nobody")
+		require.NoError(t, err)
+		require.Equal(t, bus.LaneInfo{Name: "nobody", Limits: bus.LaneLimits{Weight: 1}}, info, "a lane that does not exist reads as empty")
+		page, err := b.Browse(ctx, name, &bus.BrowseOpts{Lane: "nobody"})
+		require.NoError(t, err)
+		require.Empty(t, page.IDs)
+		require.Empty(t, scanAll(t, c, "{"+name+"}"), "reading writes nothing")
+	})
+}
+
+// laneRaw is a helper for tests that read lane keys directly.
+func laneRaw(t *testing.T, c valkey.Client, cmd valkey.Completed) []string {
+	t.Helper()
+	s, err := c.Do(context.Background(), cmd).AsStrSlice()
+	require.NoError(t, err)
+	return s
+}
