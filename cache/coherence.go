@@ -13,8 +13,8 @@ import (
 
 // Coherence across processes. Every write ([Table.Set], [Table.Invalidate],
 // [Table.InvalidateAll]) is one script that changes the rows, bumps the table's sequence in
-// its coherence record ecc:{<table>} (hash: epoch, seq, last: the token of the last write)
-// and publishes "<epoch>\n<seq>\n<server µs>\n<prev token>\n<token>\n<id>..." on the
+// its coherence record ecc:{<table>} (hash: epoch, seq, last: the tokens of the last 64
+// writes, newest first) and publishes "<epoch>\n<seq>\n<server µs>\n<prev token>\n<token>\n<id>..." on the
 // table's channel, from the table's slot, so every subscriber sees one table's sequence in
 // order. Each Cache holds one subscription (package topic) for all its tables and keeps, per
 // table, the (epoch, seq, token) it has seen:
@@ -256,6 +256,19 @@ type record struct {
 	epoch  string
 	seq    int64
 	last   string // the token of the write that made seq; "" from a record without one
+	chain  string // the record's last: the tokens of its last writes, newest first (16 bytes each)
+}
+
+// chainLen is how many tokens a record's chain keeps (FORMAT inval in lua/cache_set.lua).
+const chainLen = 64
+
+// tokenAt is the token of the write that made seq, if r's chain still reaches back to it.
+func (r record) tokenAt(seq int64) (string, bool) {
+	i := r.seq - seq
+	if i < 0 || i >= chainLen || int(i+1)*tokenLen > len(r.chain) {
+		return "", false
+	}
+	return r.chain[i*tokenLen : (i+1)*tokenLen], true
 }
 
 // readRecords reads the records of tss in one pipeline, bounded by the longest L2Timeout of

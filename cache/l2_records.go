@@ -40,7 +40,7 @@ func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record
 			out[i].seq, _ = strconv.ParseInt(s, 10, 64)
 		}
 		if s, ok, err := stringReply(arr[2]); err == nil && ok {
-			out[i].last = s
+			out[i].chain, out[i].last = s, s[:min(len(s), tokenLen)]
 		}
 	}
 	return out, nil

@@ -19,7 +19,9 @@ import (
 // the table flushed and its rows (back as the snapshot had them) invalidated. In "past the
 // old sequence", 50 writes after the restore, whose messages the reader misses, bring the
 // sequence back to where the reader was before the write that exceeds it: only the chained
-// tokens tell. A second table that lost nothing to the restore is not flushed.
+// tokens tell; and when the reader misses the last write's message too, the reconcile tells
+// by the record's chain of recent tokens, which no longer passes through the point the reader
+// saw. A second table that lost nothing to the restore is not flushed.
 func TestSequenceRegression(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts dedicated servers")
@@ -27,11 +29,13 @@ func TestSequenceRegression(t *testing.T) {
 	t.Parallel()
 	const interval = 500 * time.Millisecond
 	for _, tc := range []struct {
-		name  string
-		after int // writes after the restore that the reader misses, before the last one
+		name     string
+		after    int  // writes after the restore that the reader misses, before the last one
+		lastLost bool // the reader misses the last one's message too: only a reconcile can tell
 	}{
-		{"restore", 0},
-		{"past the old sequence", 50},
+		{"restore", 0, false},
+		{"past the old sequence", 50, false},
+		{"past the old sequence, every message lost", 50, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -64,13 +68,14 @@ func TestSequenceRegression(t *testing.T) {
 			for i := range tc.after {
 				valkeytest.Eventually(t, 30*time.Second, "a write after the restore", func() bool { return a1.Set(ctx, "x", i) == nil })
 			}
-			dropping.Store(false)
+			dropping.Store(tc.lastLost)
 			var done time.Time
 			valkeytest.Eventually(t, 30*time.Second, "the write after the restore", func() bool {
 				err := a1.Set(ctx, "x", 999)
 				done = time.Now()
 				return err == nil
 			})
+			dropping.Store(false)
 			f.awaitForgotten(t, 51, done, interval, interval+slack)
 			require.Positive(t, b1.Stats().Flushes)
 

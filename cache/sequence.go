@@ -24,8 +24,10 @@ import (
 //     table's rows are invalidated too: a whole-table invalidation, sent by the reconcile.
 //
 // The reconcile compares the record with what was seen before it read it: behind that is a
-// regression, the same seq with another token too; ahead of it is either messages in
-// flight (then they are applied within the grace) or lost ones (flush).
+// regression, the same seq with another token too, and so is a record ahead of it whose
+// chain of recent tokens (the last 64) names another token at the seq seen; ahead of it
+// otherwise is either messages in flight (then they are applied within the grace) or lost
+// ones (flush).
 
 // recentLen is how many applied (seq, token) pairs a table keeps to recognise duplicates.
 const recentLen = 64
@@ -193,8 +195,9 @@ func (ts *tableState) onMessage(m inval) {
 }
 
 // diverged reports whether r, read after b was seen, is not on the sequence the table
-// followed: behind b, at b's seq with another token, or between b and now at a position
-// never applied. Called with mu held.
+// followed: behind b, at b's seq with another token, ahead of b on a chain of tokens that
+// does not pass through b, or between b and now at a position never applied. Called with mu
+// held.
 func (ts *tableState) diverged(r record, b seen) bool {
 	if r.epoch != b.epoch || b.epoch == "" {
 		return false // an epoch change is handled as such
@@ -206,14 +209,17 @@ func (ts *tableState) diverged(r record, b seen) bool {
 		return false // a record (or a position) without a token: seq is all there is
 	case r.seq == b.seq:
 		return r.last != b.last
-	case r.seq <= ts.seq:
-		// Applied since b, if the recent pairs still reach back to r.seq. More than recentLen
-		// messages applied while the record was read and the grace ran (a busy table, a slow
-		// read) leave nothing to compare it with; each of those messages was checked against
-		// the one before it, so the record is not taken for a regression.
-		return ts.reaches(r.seq) && !ts.knows(r.seq, r.last)
 	}
-	return false
+	if t, ok := r.tokenAt(b.seq); ok && t != b.last {
+		// The record moved past b, but not from b: it went back and new writes brought it
+		// here (the messages that would have told were lost too).
+		return true
+	}
+	// Applied since b, if the recent pairs still reach back to r.seq. More than recentLen
+	// messages applied while the record was read and the grace ran (a busy table, a slow
+	// read) leave nothing to compare it with; each of those messages was checked against the
+	// one before it, so the record is not taken for a regression.
+	return r.seq <= ts.seq && ts.reaches(r.seq) && !ts.knows(r.seq, r.last)
 }
 
 // reaches reports whether the recent pairs go back to seq. Called with mu held.

@@ -14,7 +14,7 @@ const (
 // grammar is indexed by Type: form, value type, what it is.
 var grammar = [...]struct{ form, value, doc string }{
 	Row:      {"ecc:{<table>}:<id>", "string", "the L2 row of a cache table: a row header and a payload (SET ... PX)"},
-	Record:   {"ecc:{<table>}", "hash", "the table's coherence record: fields epoch and seq"},
+	Record:   {"ecc:{<table>}", "hash", "the table's coherence record: fields epoch, seq and last (the tokens of its last 64 writes, newest first)"},
 	Inval:    {"emq:{<table>}:inval", "channel", "the table's invalidation channel, a shard channel (SPUBLISH, SSUBSCRIBE)"},
 	Pending:  {"emq:{<q>}:pending", "zset", "jobs ready to claim, every score 0: lex order is mint order"},
 	Active:   {"emq:{<q>}:active", "zset", "claimed jobs, scored by lease deadline (ms, server clock)"},

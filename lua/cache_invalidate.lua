@@ -9,7 +9,7 @@
 -- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
 --          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token  token  unique per call: names a new epoch if the record is missing, and
---          becomes the record's last (FORMAT inval)
+--          goes in front of the record's last (FORMAT inval)
 -- ARGV[2]  id*    id     a starred ARGV repeats: one row id per row, one at least and 1000 at
 --          most (an id may repeat). The Go cache sends at most 256 per call
 -- DERIVES  ecc:{<table>}:<id>      each row: KEYS[1] .. ":" .. id
@@ -43,7 +43,8 @@ if rec['err'] then
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
-local epoch, prev = rec[1], rec[2] or ''
+local epoch, chain = rec[1], rec[2] or ''
+local prev = string.sub(chain, 1, 16)
 local made = not epoch
 if made then epoch = us .. '.' .. token end
 local msg = {epoch, '', us, prev, token}
@@ -52,10 +53,11 @@ for i = 2, #ARGV do
   msg[i + 4] = ARGV[i]
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+-- last keeps the tokens of the record's last 64 calls, newest first (FORMAT inval)
 if made then
   redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token)
 else
-  redis.call('HSET', KEYS[1], 'last', token)
+  redis.call('HSET', KEYS[1], 'last', token .. string.sub(chain, 1, 1008))
 end
 msg[2] = tostring(seq)
 redis.call('SPUBLISH', KEYS[2], table.concat(msg, '\n'))

@@ -22,7 +22,7 @@
 -- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
 --          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token  token     unique per call: names a new epoch if the record is missing, and
---          becomes the record's last (FORMAT inval)
+--          goes in front of the record's last (FORMAT inval)
 -- ARGV[2]  px     uint[1,999999999999999]  the row's TTL in ms. The Go cache passes the
 --          table's TTL minus its jitter
 -- ARGV[3]  id     id        the row id
@@ -33,14 +33,20 @@
 --          epoch is "<server TIME in microseconds>.<token>" (16 digits, ".", the 16 bytes of
 --          the token of the call that made it), made when the record is missing, so a record
 --          lost to FLUSHALL or to a restart without persistence comes back as a new epoch;
---          cache_flush replaces it. seq grows by one per invalidation (HINCRBY). last is the
---          token of the last call that wrote the record (each call passes a token of its own).
+--          cache_flush replaces it. seq grows by one per invalidation (HINCRBY). last holds the
+--          tokens of the last calls that wrote the record (each call passes a token of its
+--          own), newest first, concatenated (16 bytes each, no separator), at most 64 of them:
+--          cache_set and cache_invalidate put their token in front and keep the 63 before it
+--          (a record's first call, and cache_flush, leave its token alone). Its first 16 bytes
+--          are the token of the call that made seq; the one at byte 16*i + 1 made seq - i, so a
+--          reader that saw (s, t) and reads the record at seq r, r - s < 64, tells whether the
+--          record's history still passes through its point.
 --          Each call of cache_set, cache_invalidate and cache_flush publishes one message with
 --          SPUBLISH on the table's shard channel emq:{<table>}:inval (subscribe with
 --          SSUBSCRIBE): fields joined by "\n": the epoch, seq (decimal), the server TIME in
---          microseconds (decimal), prev (the record's last before this call, "" when it had
---          none), this call's token, then one field per id invalidated (none after a flush:
---          the whole table). Ids hold no control bytes and tokens no "\n", so splitting on
+--          microseconds (decimal), prev (the newest token of the record's last before this
+--          call, "" when it had none), this call's token, then one field per id invalidated
+--          (none after a flush: the whole table). Ids hold no control bytes and tokens no "\n", so splitting on
 --          "\n" is exact. A subscriber drops the named ids from its L1 (a writer that dropped
 --          its own copies after its call may skip the ids of a message carrying its own token;
 --          the Go cache gives its tokens a per-process prefix for that), and flushes the
@@ -108,15 +114,17 @@ if head == '\236\1W' and redis.call('TYPE', KEYS[1] .. ':' .. id)['ok'] == 'stri
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
-local epoch, prev = rec[1], rec[2] or ''
+local epoch, chain = rec[1], rec[2] or ''
+local prev = string.sub(chain, 1, 16)
 local made = not epoch
 if made then epoch = us .. '.' .. token end
 redis.call('SET', KEYS[1] .. ':' .. id, new, 'PX', px)
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+-- last keeps the tokens of the record's last 64 calls, newest first (FORMAT inval)
 if made then
   redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token)
 else
-  redis.call('HSET', KEYS[1], 'last', token)
+  redis.call('HSET', KEYS[1], 'last', token .. string.sub(chain, 1, 1008))
 end
 redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. token .. '\n' .. id)
 return {epoch, seq}
