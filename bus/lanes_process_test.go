@@ -244,6 +244,7 @@ func laneRateSeconds() int {
 // claims, and no window of 100 ms holds more than 20 (claim times read on the server: the
 // lease deadline less the lease).
 func TestLaneRateProcesses(t *testing.T) {
+	valkeytest.Timing(t)
 	t.Parallel()
 	srv := valkeytest.Shared(t)
 	c := srv.Client(t)

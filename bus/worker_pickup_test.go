@@ -37,10 +37,11 @@ func pickupBound() time.Duration {
 // head is a job an hour out (bursts 6 to 10): only its "s" marker can make a worker read the
 // new head in time. The others arrive while a worker waits on an earlier run-at. A handler
 // records when it started; its lateness is that minus the job's run-at (server clock, as
-// Lookup reads it; the server runs on this machine's clock). Like TestWorkerHeartbeat it does
-// not call t.Parallel: lateness is what it measures, and the crash tests' worker processes,
-// which run in parallel, load the machine enough to stall a loop for longer than the bound.
+// Lookup reads it; the server runs on this machine's clock). Lateness is what it measures,
+// and the other tests' worker processes load the machine enough to stall a loop for longer
+// than the bound, so it is a timing test (valkeytest.Timing): make test runs it alone.
 func TestWorkerPickupOnTime(t *testing.T) {
+	valkeytest.Timing(t)
 	srv := valkeytest.Start(t)
 	c := srv.Client(t)
 	b := newBus(t, c, bus.Config{})

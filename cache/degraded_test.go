@@ -34,6 +34,7 @@ func (g *gauge) leave() { g.now.Add(-1) }
 // and invalidates throughout, its refused invalidations sent after the outage) finds no
 // read staler than the bound.
 func TestOutageDegradedMode(t *testing.T) {
+	valkeytest.Timing(t)
 	if testing.Short() {
 		t.Skip("stops a dedicated server for 5 s")
 	}

@@ -3,6 +3,7 @@ package valkeytest
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -70,4 +71,19 @@ func TestName(t testing.TB) string {
 		name = name[:keys.MaxNameLen-9] + "." + hex.EncodeToString(sum[:4])
 	}
 	return name
+}
+
+// TimingEnv names the variable under which the timing tests run: tests whose assertions are
+// bounds on time (a pickup's latency, claims per second of a rate) measure the machine as
+// much as the code when other tests load it, so `make test` runs them in a stage of their
+// own, alone, with TimingEnv=1, and skips them in the parallel run.
+const TimingEnv = "ECHO_TIMING"
+
+// Timing marks t as a timing test: skipped unless TimingEnv is "1" (`make test` sets it in
+// its timing stage; `go test -run <name>` with ECHO_TIMING=1 runs one by hand).
+func Timing(t testing.TB) {
+	t.Helper()
+	if os.Getenv(TimingEnv) != "1" {
+		t.Skipf("a timing test: make test runs it alone (%s=1)", TimingEnv)
+	}
 }
