@@ -40,6 +40,8 @@ type FleetStats struct {
 	Caches []CacheReport
 	// Total sums the counters of Caches. Its state fields combine them: Degraded is true and
 	// DegradedSince the earliest when any cache is degraded; PropagationMax is the largest;
+	// PropagationHistogram is the caches' histograms summed bucket by bucket, and
+	// PropagationP50 and PropagationP99 are read from it;
 	// PendingInvalidations is -1 when any cache owes a whole-table invalidation, else the
 	// sum.
 	Total Stats
@@ -142,6 +144,9 @@ func (s Stats) add(o Stats) Stats {
 	s.PropagationCount += o.PropagationCount
 	s.PropagationTotal += o.PropagationTotal
 	s.PropagationMax = max(s.PropagationMax, o.PropagationMax)
+	s.PropagationHistogram = mergeHistograms(s.PropagationHistogram, o.PropagationHistogram)
+	s.PropagationP50 = histogramQuantile(s.PropagationHistogram, 0.5)
+	s.PropagationP99 = histogramQuantile(s.PropagationHistogram, 0.99)
 	if o.Degraded {
 		if !s.Degraded || o.DegradedSince.Before(s.DegradedSince) {
 			s.DegradedSince = o.DegradedSince

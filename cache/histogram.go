@@ -92,3 +92,48 @@ func quantile(counts *[histBuckets]int64, q float64) time.Duration {
 	}
 	return bucketTop(histBuckets - 1)
 }
+
+// mergeHistograms adds b's buckets to a's: both list non-empty buckets shortest first, as
+// [Stats] does, so the sum of two processes' histograms keeps the shape (and the quantiles
+// read from it) of one histogram over both processes' delays.
+func mergeHistograms(a, b []HistogramBucket) []HistogramBucket {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]HistogramBucket, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || i < len(a) && a[i].UpTo < b[j].UpTo:
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j].UpTo < a[i].UpTo:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, HistogramBucket{UpTo: a[i].UpTo, Count: a[i].Count + b[j].Count})
+			i, j = i+1, j+1
+		}
+	}
+	return out
+}
+
+// histogramQuantile is [quantile] over a bucket list: the UpTo of the bucket that holds the
+// rank-th duration; 0 when the list is empty.
+func histogramQuantile(h []HistogramBucket, q float64) time.Duration {
+	var total int64
+	for _, b := range h {
+		total += b.Count
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := min(max(int64(q*float64(total)+0.999999), 1), total)
+	var seen int64
+	for _, b := range h {
+		if seen += b.Count; seen >= rank {
+			return b.UpTo
+		}
+	}
+	return h[len(h)-1].UpTo
+}

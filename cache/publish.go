@@ -84,9 +84,11 @@ type tableSnapshot struct {
 	PropagationCount      int64 `json:"propagation_count"`
 	PropagationTotalNS    int64 `json:"propagation_total_ns"`
 	PropagationMaxNS      int64 `json:"propagation_max_ns"`
-	Degraded              bool  `json:"degraded"`
-	DegradedSinceMS       int64 `json:"degraded_since_ms"`
-	PendingInvalidations  int   `json:"pending_invalidations"`
+	// PropagationHist is Stats.PropagationHistogram: [up_to_ns, count] per non-empty bucket.
+	PropagationHist      [][2]int64 `json:"propagation_hist,omitempty"`
+	Degraded             bool       `json:"degraded"`
+	DegradedSinceMS      int64      `json:"degraded_since_ms"`
+	PendingInvalidations int        `json:"pending_invalidations"`
 	// At and Exp are written by the script (FORMAT report); a publisher never sends them.
 	At  int64 `json:"at,omitempty"`
 	Exp int64 `json:"exp,omitempty"`
@@ -109,6 +111,9 @@ func snapshotOf(s Stats, every time.Duration) tableSnapshot {
 	if !s.DegradedSince.IsZero() {
 		out.DegradedSinceMS = s.DegradedSince.UnixMilli()
 	}
+	for _, b := range s.PropagationHistogram {
+		out.PropagationHist = append(out.PropagationHist, [2]int64{int64(b.UpTo), b.Count})
+	}
 	return out
 }
 
@@ -128,6 +133,16 @@ func (s tableSnapshot) stats() Stats {
 	if s.DegradedSinceMS > 0 {
 		out.DegradedSince = time.UnixMilli(s.DegradedSinceMS)
 	}
+	// A foreign publisher's list may be unsorted or repeat a bucket: merging each bucket in
+	// turn keeps the list sorted and summed either way.
+	for _, b := range s.PropagationHist {
+		if b[1] > 0 {
+			out.PropagationHistogram = mergeHistograms(out.PropagationHistogram,
+				[]HistogramBucket{{UpTo: time.Duration(b[0]), Count: b[1]}})
+		}
+	}
+	out.PropagationP50 = histogramQuantile(out.PropagationHistogram, 0.5)
+	out.PropagationP99 = histogramQuantile(out.PropagationHistogram, 0.99)
 	return out
 }
 

@@ -147,6 +147,14 @@ func TestTableStatsPublished(t *testing.T) {
 		require.Equal(t, int64(1), fs.Total.InvalidationsSent)
 		require.Equal(t, fs.Caches[0].Stats.InvalidationsReceived+fs.Caches[1].Stats.InvalidationsReceived, fs.Total.InvalidationsReceived)
 		require.Equal(t, fs.Caches[0].Stats.PropagationCount+fs.Caches[1].Stats.PropagationCount, fs.Total.PropagationCount)
+		for i, s := range []cache.Stats{s1, s2} {
+			require.Equal(t, s.PropagationHistogram, fs.Caches[i].Stats.PropagationHistogram, "the published histogram")
+		}
+		var inHist int64
+		for _, b := range fs.Total.PropagationHistogram {
+			inHist += b.Count
+		}
+		require.Equal(t, fs.Total.PropagationCount, inHist, "the fleet's histogram holds every delay")
 		require.False(t, fs.Total.Degraded)
 		require.Zero(t, fs.Degraded)
 
@@ -165,7 +173,8 @@ func TestTableStatsPublished(t *testing.T) {
 }
 
 // TestTableStatsSums: the fleet's state combines the caches' (any degraded, the earliest
-// since, the largest propagation, a whole-table invalidation owed by any).
+// since, the largest propagation, a whole-table invalidation owed by any) and sums their
+// propagation histograms bucket by bucket.
 func TestTableStatsSums(t *testing.T) {
 	t.Parallel()
 	client := valkeytest.Shared(t).Client(t)
@@ -176,8 +185,10 @@ func TestTableStatsSums(t *testing.T) {
 			Arg(id, snap, "60000", "0").Build()
 		require.NoError(t, client.Do(ctx, cmd).Error())
 	}
-	report("a", `{"v":1,"l1_hits":5,"degraded":true,"degraded_since_ms":2000,"propagation_max_ns":7,"pending_invalidations":3}`)
-	report("b", `{"v":1,"l1_hits":6,"degraded":true,"degraded_since_ms":1000,"propagation_max_ns":9,"pending_invalidations":-1}`)
+	report("a", `{"v":1,"l1_hits":5,"degraded":true,"degraded_since_ms":2000,"propagation_max_ns":7,"pending_invalidations":3,
+		"propagation_hist":[[1000,3],[4000,1]]}`)
+	report("b", `{"v":1,"l1_hits":6,"degraded":true,"degraded_since_ms":1000,"propagation_max_ns":9,"pending_invalidations":-1,
+		"propagation_hist":[[9000,96],[1000,1],[2000,0]]}`)
 	report("c", `{"v":1,"l1_hits":"not a number"}`)
 	fs, err := cache.ReadStats(ctx, client, name)
 	require.NoError(t, err)
@@ -187,6 +198,10 @@ func TestTableStatsSums(t *testing.T) {
 	require.True(t, fs.Total.Degraded)
 	require.Equal(t, time.UnixMilli(1000), fs.Total.DegradedSince)
 	require.Equal(t, time.Duration(9), fs.Total.PropagationMax)
+	require.Equal(t, []cache.HistogramBucket{{UpTo: 1000, Count: 4}, {UpTo: 4000, Count: 1}, {UpTo: 9000, Count: 96}},
+		fs.Total.PropagationHistogram, "summed bucket by bucket, sorted, empty buckets dropped")
+	require.Equal(t, time.Duration(9000), fs.Total.PropagationP50)
+	require.Equal(t, time.Duration(9000), fs.Total.PropagationP99)
 	require.Equal(t, -1, fs.Total.PendingInvalidations)
 
 	_, err = cache.ReadStats(ctx, client, "bad name")

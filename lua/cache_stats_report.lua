@@ -26,8 +26,12 @@
 --          sets_refused, installs_refused, corrupt_rows, early_refreshes, lease_waits,
 --          lease_takeovers, stale_served, degraded_loads, breaker_opens, invalidations_sent,
 --          invalidations_received, gaps, regressions, flushes, reconciles, propagation_count,
---          propagation_total_ns, propagation_max_ns; and its state: degraded (true or false),
---          degraded_since_ms (unix ms by the cache's clock, 0 when not degraded),
+--          propagation_total_ns, propagation_max_ns; propagation_hist (optional), the
+--          propagation delays' histogram: an array of [up_to_ns, count] pairs, one per
+--          non-empty bucket, up_to_ns ascending, each counting the delays at most up_to_ns and
+--          above the pair before it (the Go cache's buckets: 8 per power of two of ns), which a
+--          reader sums bucket by bucket across caches; and its state: degraded (true or
+--          false), degraded_since_ms (unix ms by the cache's clock, 0 when not degraded),
 --          pending_invalidations (-1 when a whole-table invalidation is owed)
 -- FORMAT   servertime  see claim.lua
 -- REPLY    {now_ms, pruned}: the server's TIME in ms, which stamped the snapshot, and how

@@ -27,5 +27,7 @@
 //     (attribute echocache.table) echocache.table.caches, .degraded_caches, .hits (attribute
 //     echocache.tier), .misses, .loads, .load_errors, .load_time (s), .invalidations_sent,
 //     .invalidations_received, .gaps, .regressions, .flushes, .propagations,
-//     .propagation_time (s) and .propagation_max (s).
+//     .propagation_time (s), .propagation_max (s), and .propagation_p50 and .propagation_p99
+//     (s), read from the caches' published histogram (OpenTelemetry has no asynchronous
+//     histogram, so the quantiles stand for the buckets Prometheus's collector exports).
 package echootel

@@ -69,6 +69,8 @@ var tableInsts = []inst{
 	{"echocache.table.propagations", "{message}", "Invalidations whose propagation delay was measured.", true},
 	{"echocache.table.propagation_time", "s", "Summed delay from a write's script to the receipt of its invalidation.", true},
 	{"echocache.table.propagation_max", "s", "The largest propagation delay received.", false},
+	{"echocache.table.propagation_p50", "s", "The median propagation delay, from the caches' summed histogram.", false},
+	{"echocache.table.propagation_p99", "s", "The 99th percentile propagation delay, from the caches' summed histogram.", false},
 }
 
 // ObserveFleet registers, on cfg's meter, observable instruments of the queues and tables
@@ -214,6 +216,8 @@ func (f *fleet) observeTables(ctx context.Context, o metric.Observer) error {
 		put("echocache.table.propagations", float64(s.PropagationCount))
 		put("echocache.table.propagation_time", s.PropagationTotal.Seconds())
 		put("echocache.table.propagation_max", s.PropagationMax.Seconds())
+		put("echocache.table.propagation_p50", s.PropagationP50.Seconds())
+		put("echocache.table.propagation_p99", s.PropagationP99.Seconds())
 	}
 	return nil
 }

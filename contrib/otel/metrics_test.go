@@ -144,6 +144,11 @@ func TestMetrics(t *testing.T) {
 	require.Equal(t, 1.0, value("echocache.table.propagations", tl))
 	require.InDelta(t, value("echocache.table.propagation_time", tl), value("echocache.table.propagation_max", tl), 1e-9)
 	require.Greater(t, value("echocache.table.propagation_max", tl), 0.0)
+	// One delay: both quantiles are its histogram bucket's top, at most 13% above it.
+	for _, q := range []string{"echocache.table.propagation_p50", "echocache.table.propagation_p99"} {
+		require.GreaterOrEqual(t, value(q, tl), value("echocache.table.propagation_max", tl), q)
+		require.LessOrEqual(t, value(q, tl), 1.13*value("echocache.table.propagation_max", tl), q)
+	}
 
 	// The histograms: one run per job by kind and outcome, one wait per first claim.
 	hist := func(name string, attrs ...attribute.KeyValue) metricdata.HistogramDataPoint[float64] {

@@ -25,7 +25,14 @@ type CollectorOpts struct {
 	NoTables bool
 	// Timeout bounds one scrape's reads. Default 5 s ([DefaultTimeout]).
 	Timeout time.Duration
+	// PropagationBuckets are the upper bounds, in seconds, of the tables' propagation
+	// histogram. Default [DefaultPropagationBuckets].
+	PropagationBuckets []float64
 }
+
+// DefaultPropagationBuckets are the buckets of the tables' propagation histogram, in
+// seconds: 100 µs to about 1.6 s, doubling.
+var DefaultPropagationBuckets = prometheus.ExponentialBuckets(0.0001, 2, 15)
 
 // Collector is a prometheus.Collector of queues and tables, read from what every process
 // publishes in Valkey (see the package doc for the metrics). It is safe for concurrent
@@ -43,6 +50,9 @@ func NewCollector(b *bus.Bus, opts *CollectorOpts) *Collector {
 	}
 	if c.opts.Timeout <= 0 {
 		c.opts.Timeout = DefaultTimeout
+	}
+	if len(c.opts.PropagationBuckets) == 0 {
+		c.opts.PropagationBuckets = DefaultPropagationBuckets
 	}
 	return c
 }
@@ -80,7 +90,7 @@ var (
 	tGaps        = desc("echocache_table_gaps_total", "Messages that skipped sequence numbers (invalidations lost).", "table")
 	tRegressions = desc("echocache_table_regressions_total", "Sequences found gone back in time.", "table")
 	tFlushes     = desc("echocache_table_flushes_total", "Whole-table L1 flushes made by the coherence.", "table")
-	tPropagation = desc("echocache_table_propagation_seconds", "Delay from a write's script to the receipt of its invalidation.", "table")
+	tPropagation = desc("echocache_table_propagation_seconds", "Delay from a write's script to the receipt of its invalidation, by the receiving cache's clock.", "table")
 	tPropMax     = desc("echocache_table_propagation_max_seconds", "The largest propagation delay received.", "table")
 	scrapeError  = desc("echocache_scrape_error", "A read of the collector failed.")
 )
@@ -198,7 +208,8 @@ func (c *Collector) collectTables(ctx context.Context, ch chan<- prometheus.Metr
 		counter(tGaps, float64(s.Gaps))
 		counter(tRegressions, float64(s.Regressions))
 		counter(tFlushes, float64(s.Flushes))
-		m, err := prometheus.NewConstSummary(tPropagation, uint64(max(s.PropagationCount, 0)), s.PropagationTotal.Seconds(), nil, name)
+		m, err := prometheus.NewConstHistogram(tPropagation, uint64(max(s.PropagationCount, 0)), s.PropagationTotal.Seconds(),
+			cumulative(s.PropagationHistogram, c.opts.PropagationBuckets), name)
 		if err != nil {
 			return fmt.Errorf("echoprom: table %s: %w", name, err)
 		}
@@ -206,6 +217,23 @@ func (c *Collector) collectTables(ctx context.Context, ch chan<- prometheus.Metr
 		gauge(tPropMax, s.PropagationMax.Seconds())
 	}
 	return nil
+}
+
+// cumulative maps the cache's fine histogram onto bounds (seconds, ascending): for each
+// bound, the delays in the fine buckets whose top is at most the bound. A fine bucket is
+// about 9% wide, so a delay just under a bound may count in the next one.
+func cumulative(h []cache.HistogramBucket, bounds []float64) map[float64]uint64 {
+	out := make(map[float64]uint64, len(bounds))
+	var n uint64
+	i := 0
+	for _, b := range bounds {
+		for i < len(h) && h[i].UpTo.Seconds() <= b {
+			n += uint64(max(h[i].Count, 0))
+			i++
+		}
+		out[b] = n
+	}
+	return out
 }
 
 func b2f(b bool) float64 {

@@ -227,9 +227,19 @@ func TestScrape(t *testing.T) {
 	require.Equal(t, 1.0, counter("echocache_table_invalidations_received_total", tl))
 	require.Equal(t, 0.0, counter("echocache_table_gaps_total", tl))
 	require.Equal(t, 0.0, counter("echocache_table_flushes_total", tl))
-	p := sample(t, fams, "echocache_table_propagation_seconds", tl).GetSummary()
+	require.Equal(t, dto.MetricType_HISTOGRAM, fams["echocache_table_propagation_seconds"].GetType())
+	p := sample(t, fams, "echocache_table_propagation_seconds", tl).GetHistogram()
 	require.Equal(t, uint64(1), p.GetSampleCount())
 	require.Greater(t, p.GetSampleSum(), 0.0)
+	for _, b := range p.GetBucket() {
+		if b.GetUpperBound() >= 2*p.GetSampleSum() {
+			require.Equal(t, uint64(1), b.GetCumulativeCount(), "bound %v, delay %v s", b.GetUpperBound(), p.GetSampleSum())
+		}
+		if b.GetUpperBound() < p.GetSampleSum()/2 {
+			require.Zero(t, b.GetCumulativeCount(), "bound %v, delay %v s", b.GetUpperBound(), p.GetSampleSum())
+		}
+	}
+	require.Len(t, p.GetBucket(), len(echoprom.DefaultPropagationBuckets)+1, "the default bounds, then +Inf")
 	require.InDelta(t, p.GetSampleSum(), gauge("echocache_table_propagation_max_seconds", tl), 1e-9, "one message: its delay is the max")
 
 	t.Run("promtool", func(t *testing.T) { promtoolCheck(t, body) })

@@ -59,7 +59,8 @@
 //	echocache_table_gaps_total{table}                  counter: messages that skipped sequence numbers
 //	echocache_table_regressions_total{table}           counter
 //	echocache_table_flushes_total{table}               counter: whole-table L1 flushes
-//	echocache_table_propagation_seconds{table}         summary (count and sum): write to receipt of its invalidation
+//	echocache_table_propagation_seconds{table}         histogram: write to receipt of its invalidation
+//	                                                   (CollectorOpts.PropagationBuckets)
 //	echocache_table_propagation_max_seconds{table}     gauge: the largest such delay
 //
 // A read that fails (the server unreachable) makes the scrape fail with the error, rather
