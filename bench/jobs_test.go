@@ -49,10 +49,19 @@ func BenchmarkBusJobsLanes(b *testing.B) {
 	}
 }
 
+// BenchmarkBusJobsPrefetch is BenchmarkBusJobs at concurrency 20 with WorkerConfig.Prefetch
+// 20: a buffer of leased jobs as large as the worker's slots (the default is none).
+func BenchmarkBusJobsPrefetch(b *testing.B) {
+	b.Run("c=20", func(b *testing.B) { benchJobsWith(b, 20, 0, 20) })
+}
+
 func benchBusJobs(b *testing.B, concurrency int) { benchJobs(b, concurrency, 0) }
 
 // benchJobs runs b.N jobs through a worker of concurrency, in lanes lanes (0: none).
-func benchJobs(b *testing.B, concurrency, lanes int) {
+func benchJobs(b *testing.B, concurrency, lanes int) { benchJobsWith(b, concurrency, lanes, 0) }
+
+// benchJobsWith is benchJobs with the worker's Prefetch.
+func benchJobsWith(b *testing.B, concurrency, lanes, prefetch int) {
 	ctx := context.Background()
 	bb, err := bus.New(valkeytest.Shared(b).Client(b), bus.Config{})
 	if err != nil {
@@ -85,7 +94,7 @@ func benchJobs(b *testing.B, concurrency, lanes int) {
 	}
 	var completed atomic.Int64
 	done := make(chan struct{})
-	w, err := bus.NewWorker(bb, bus.WorkerConfig{Queue: queue, Concurrency: concurrency, Logger: quietLog, OnEvent: func(e bus.JobEvent) {
+	w, err := bus.NewWorker(bb, bus.WorkerConfig{Queue: queue, Concurrency: concurrency, Prefetch: prefetch, Logger: quietLog, OnEvent: func(e bus.JobEvent) {
 		if e.Type == bus.JobCompleted && completed.Add(1) == int64(n) {
 			close(done)
 		}
