@@ -76,7 +76,8 @@ func TestName(t testing.TB) string {
 // TimingEnv names the variable under which the timing tests run: tests whose assertions are
 // bounds on time (a pickup's latency, claims per second of a rate) measure the machine as
 // much as the code when other tests load it, so `make test` runs them in a stage of their
-// own, alone, with TimingEnv=1, and skips them in the parallel run.
+// own, alone and without the race detector, with TimingEnv=1, and skips them in the
+// parallel run.
 const TimingEnv = "ECHO_TIMING"
 
 // Timing marks t as a timing test: skipped unless TimingEnv is "1" (`make test` sets it in
