@@ -27,7 +27,8 @@ const (
 // actionFunc does one action on queue and says what it did.
 type actionFunc func(ctx context.Context, r *http.Request, queue string) (string, error)
 
-// act guards fn: authorization, read-only, CSRF, a valid queue, the confirmation.
+// act guards fn: authorization, read-only, CSRF, a valid queue (and lane, for the lane
+// actions), the confirmation.
 func (d *Dashboard) act(a Action, fn actionFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
@@ -47,6 +48,12 @@ func (d *Dashboard) act(a Action, fn actionFunc) http.Handler {
 		if err := keys.ValidateName(queue); err != nil {
 			d.fail(w, r, http.StatusBadRequest, "queue: "+err.Error())
 			return
+		}
+		if a == ActionPauseLane || a == ActionResumeLane {
+			if err := keys.ValidateLane(r.PathValue("lane")); err != nil {
+				d.fail(w, r, http.StatusBadRequest, err.Error())
+				return
+			}
 		}
 		back := d.backOf(r, queue)
 		if r.PostForm.Get("confirm") != "yes" {
@@ -113,6 +120,10 @@ func describe(a Action, queue string, r *http.Request) string {
 		return "Retry " + what + " of queue " + queue + "? They go back to pending."
 	case ActionPurge:
 		return "Purge " + what + " of queue " + queue + "? They are deleted for good."
+	case ActionPauseLane:
+		return "Pause lane " + r.PathValue("lane") + " of queue " + queue + "? Claims skip it while its jobs wait; its running jobs run on."
+	case ActionResumeLane:
+		return "Resume lane " + r.PathValue("lane") + " of queue " + queue + "?"
 	case ActionCancel:
 		return "Cancel job " + r.PathValue("id") + " of queue " + queue + "?"
 	}

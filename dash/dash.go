@@ -79,6 +79,10 @@ const (
 	ActionPause  Action = "pause"  // a queue stops handing out work
 	ActionResume Action = "resume" // a paused queue hands out work again
 	ActionCancel Action = "cancel" // a waiting job deleted (or an active one asked to stop)
+	// ActionPauseLane stops a lane of a queue from giving work; its claimed jobs run on.
+	ActionPauseLane Action = "pause-lane"
+	// ActionResumeLane lets a paused lane give work again.
+	ActionResumeLane Action = "resume-lane"
 )
 
 // Dashboard is the web dashboard: an [http.Handler] that serves the pages, the live counts,
@@ -194,6 +198,8 @@ func (d *Dashboard) routes() {
 	m.Handle("POST /queues/{queue}/retry", d.act(ActionRetry, d.retry))
 	m.Handle("POST /queues/{queue}/purge", d.act(ActionPurge, d.purge))
 	m.Handle("POST /queues/{queue}/jobs/{id}/cancel", d.act(ActionCancel, d.cancelJob))
+	m.Handle("POST /queues/{queue}/lanes/{lane}/pause", d.act(ActionPauseLane, d.pauseLane))
+	m.Handle("POST /queues/{queue}/lanes/{lane}/resume", d.act(ActionResumeLane, d.resumeLane))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusNotFound, "no such page: "+r.URL.Path)
 	})

@@ -2,7 +2,10 @@
 // prefix, showing every queue of the bus (counts per set, throughput over the last minutes)
 // and every table of the cache (reads by tier, loads, invalidations, propagation delay) on
 // one page, with a page per queue (a tab per set, paged by cursor and mint-time range, the
-// periodic schedules), per job (state, attempts, lease deadline, payload) and per table
+// periodic schedules, and on a queue with lane state a Lanes tab: the queue's rate and
+// lane defaults, then a page of one lane index (ready, held back, with claimed jobs, with
+// limits) with each lane's limits in force, waiting and claimed jobs, paused and held-until),
+// per job (state, attempts, lease deadline, payload) and per table
 // (tier shares, coherence flushes and why).
 //
 //	d, err := dash.New(dash.Config{Bus: b, Prefix: "/echo"})
@@ -16,7 +19,8 @@
 //
 // # Actions and their safety
 //
-// Retry and purge of dead jobs (one or all), pause and resume, and cancel are POSTs only;
+// Retry and purge of dead jobs (one or all), pause and resume of a queue or of a lane, and
+// cancel are POSTs only;
 // nothing changes on GET. Each one passes, in order: [Config].Authorize with its [Action],
 // [Config].ReadOnly (which refuses every POST with 403), the CSRF checks (the browser's
 // Sec-Fetch-Site and Origin, then a token in the form, an HMAC of a per-browser cookie under

@@ -89,8 +89,8 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request) {
 		f.Set = "pending"
 	}
 	set, ok := setOf(f.Set)
-	if !ok {
-		d.fail(w, r, http.StatusBadRequest, "set: "+strconv.Quote(f.Set)+" is not pending, active, scheduled or dead")
+	if !ok && f.Set != "lanes" {
+		d.fail(w, r, http.StatusBadRequest, "set: "+strconv.Quote(f.Set)+" is not pending, active, scheduled, dead or lanes")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
@@ -119,9 +119,14 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request) {
 	var rows []jobRow
 	var next url.Values
 	var browseErr string
-	if bad == "" {
+	var lanes *lanesView
+	if f.Set == "lanes" {
+		lv := d.lanesTab(ctx, name, q)
+		lanes, bad = &lv, ""
+	} else if bad == "" {
 		rows, next, browseErr = d.browse(ctx, name, opts)
 	}
+	hasLanes := f.Set == "lanes" || d.hasLanes(ctx, name, counts)
 	periodic, err := d.cfg.Bus.ListPeriodic(ctx, name)
 	var periodicErr string
 	if err != nil {
@@ -130,6 +135,9 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request) {
 	tabs := []setTab{
 		{"pending", "Pending", counts.Pending, false}, {"active", "Active", counts.Active, false},
 		{"scheduled", "Scheduled", counts.Scheduled, false}, {"dead", "Dead", counts.Dead, false},
+	}
+	if hasLanes {
+		tabs = append(tabs, setTab{"lanes", "Lanes", -1, false})
 	}
 	for i := range tabs {
 		tabs[i].On = tabs[i].Name == f.Set
@@ -151,8 +159,10 @@ func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request) {
 		Periodic    []bus.PeriodicInfo
 		PeriodicErr string
 		Tput        throughputView
+		HasLanes    bool
+		Lanes       *lanesView // the Lanes tab, when it is the one shown
 	}{name, counts, tabs, f, rows, nextQuery, "?" + f.query(nil), bad, browseErr, periodic, periodicErr,
-		throughput(d.sampler.series(name))})
+		throughput(d.sampler.series(name)), hasLanes, lanes})
 }
 
 // setOf is the set a tab names.

@@ -113,15 +113,17 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339Nano)
 	},
-	"ago":   ago,
-	"pct":   func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
-	"rate":  func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "/s" },
-	"dur":   dur,
-	"num":   num,
-	"path":  url.PathEscape,
-	"query": url.QueryEscape,
-	"x100":  func(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) },
-	"addf":  func(a, b float64) float64 { return a + b },
+	"ago":        ago,
+	"pct":        func(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" },
+	"rate":       func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "/s" },
+	"dur":        dur,
+	"num":        num,
+	"path":       url.PathEscape,
+	"query":      url.QueryEscape,
+	"x100":       func(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) },
+	"addf":       func(a, b float64) float64 { return a + b },
+	"lanerate":   laneRate,
+	"lanelimits": laneLimits,
 	"meanLoad": func(s cache.Stats) time.Duration {
 		if s.Loads == 0 {
 			return 0

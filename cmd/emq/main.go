@@ -1,6 +1,24 @@
 // Command emq operates EchoMQ queues and EchoCache tables on a Valkey server or cluster:
 // list queues and tables, read counts and fleet stats, browse sets, show a job with its
-// payload decoded, and retry, purge, pause, resume, cancel and enqueue.
+// payload decoded, and retry, purge, pause, resume, cancel and enqueue; list a queue's lanes
+// with their limits and counts, read one lane, pause and resume a lane.
+//
+// The commands:
+//
+//	emq queues                            every queue of the registry with its counts
+//	emq stats [queue] [--window D]        counts (lane counts too) and the fleet's counters
+//	emq watch [queue]                     stats, refreshed
+//	emq ls <queue> <set>                  a page of a set's jobs
+//	emq show <queue> <id>                 one job, its payload decoded
+//	emq retry|purge <queue> <id>...|--all dead jobs back to pending, or deleted
+//	emq pause|resume <queue>              stop and restart handing out work
+//	emq cancel <queue> <id>               cancel a waiting or running job
+//	emq enqueue <queue> <payload|->       one job
+//	emq lanes <queue> [--set S]           a page of a lane index (ready, held, active, limits)
+//	emq lane <queue> <lane>               one lane: limits in force, paused, counts
+//	emq lane pause|resume <queue> <lane>  stop and restart a lane
+//	emq tables, emq table <name>          the cache tables, one table's stats
+//	emq dash                              the web dashboard
 //
 // Install it with
 //

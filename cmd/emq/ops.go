@@ -14,7 +14,9 @@ import (
 
 // changed is what a verb that changes a queue prints.
 type changed struct {
-	Queue  string   `json:"queue"`
+	Queue string `json:"queue"`
+	// Lane is the lane emq lane pause and resume changed.
+	Lane   string   `json:"lane,omitempty"`
 	Action string   `json:"action"`
 	IDs    []string `json:"ids,omitempty"`
 	Count  int      `json:"count"`
@@ -25,6 +27,8 @@ type changed struct {
 func (a *app) printChanged(c changed) error {
 	return a.emit(c, func() {
 		switch {
+		case c.Lane != "":
+			fmt.Fprintf(a.out, "%s: lane %s %s\n", c.Queue, c.Lane, c.Action)
 		case c.State != "":
 			fmt.Fprintf(a.out, "%s: %s %s (was %s)\n", c.Queue, c.Action, c.IDs[0], c.State)
 		case c.Action == "paused" || c.Action == "resumed":

@@ -41,6 +41,8 @@ var commands = []func(*app) *cobra.Command{
 	pauseCmd,
 	resumeCmd,
 	cancelCmd,
+	lanesCmd,
+	laneCmd,
 	enqueueCmd,
 	tablesCmd,
 	tableCmd,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,6 +35,14 @@ type queueStats struct {
 	LeaseLost  int64 `json:"lease_lost"`
 	// Cancelled counts jobs whose heartbeat found them cancelled (emq cancel of a running job).
 	Cancelled int64 `json:"cancelled"`
+	// The lane counts (bus.Counts): jobs of priority 0 waiting in the lanes' sets, jobs of
+	// priority 1 to 3 waiting (both counted in Pending), lanes in the round robin, held back,
+	// with claimed jobs.
+	InLanes     int64 `json:"in_lanes"`
+	Urgent      int64 `json:"urgent"`
+	LanesReady  int64 `json:"lanes_ready"`
+	LanesHeld   int64 `json:"lanes_held"`
+	LanesActive int64 `json:"lanes_active"`
 	// Rates are per second between two reads; nil when none were taken.
 	Rates *rates `json:"rates,omitempty"`
 	fleet bus.FleetStats
@@ -59,6 +68,9 @@ func statsCmd(a *app) *cobra.Command {
 		Long: `Print, for every queue of the registry or for the one named, the sizes of its sets and the
 counters its live workers publish (every WorkerConfig.StatsInterval, default 5 s): workers,
 running handlers, claimed, completed, failed, retried, dead, stale, lease lost, cancelled.
+When a queue has lane state, the lane counts follow: jobs waiting in lanes, urgent jobs
+(priority 1 to 3; both counted in pending), and how many lanes are ready, held back and
+active (emq lanes lists them).
 
 With --window D the stats are read twice, D apart, and the per-second rates between the
 two reads are printed too: a worker's rate counts once it has published a newer snapshot,
@@ -146,7 +158,8 @@ func readQueueStats(ctx context.Context, b *bus.Bus, name string) (queueStats, e
 		Workers: len(fs.Workers), Concurrency: fs.Concurrency, Running: t.Running,
 		Claimed: t.Claimed, Completed: t.Completed, Failed: t.Failed, Retried: t.Retried, DeadJobs: t.Dead,
 		Snoozed: t.Snoozed, HandedBack: t.HandedBack, Stale: t.Stale, LeaseLost: t.LeaseLost,
-		Cancelled: t.Cancelled, fleet: fs,
+		Cancelled: t.Cancelled, InLanes: c.InLanes, Urgent: c.Urgent, LanesReady: c.LanesReady, LanesHeld: c.LanesHeld,
+		LanesActive: c.LanesActive, fleet: fs,
 	}, nil
 }
 
@@ -168,11 +181,22 @@ func withRates(now, prev []queueStats) {
 	}
 }
 
-// statsTable prints rows as a table; the rate columns appear when rates were taken.
+// hasLanes reports whether the counts show lane state: jobs in lanes or urgent, lanes ready,
+// held or active.
+func (s queueStats) hasLanes() bool {
+	return s.InLanes != 0 || s.Urgent != 0 || s.LanesReady != 0 || s.LanesHeld != 0 || s.LanesActive != 0
+}
+
+// statsTable prints rows as a table; the rate columns appear when rates were taken, the lane
+// columns when a queue has lane state (a queue without it shows "-" there).
 func (a *app) statsTable(rows []queueStats) {
 	withRates := len(rows) > 0 && rows[0].Rates != nil
+	withLanes := slices.ContainsFunc(rows, queueStats.hasLanes)
 	head := []string{"QUEUE", "PENDING", "ACTIVE", "SCHEDULED", "DEAD", "PAUSED", "WORKERS", "RUNNING",
 		"CLAIMED", "COMPLETED", "FAILED", "RETRIED", "DEAD JOBS", "STALE", "LEASE LOST", "CANCELLED"}
+	if withLanes {
+		head = append(head, "IN LANES", "URGENT", "LANES READY", "LANES HELD", "LANES ACTIVE")
+	}
 	if withRates {
 		head = append(head, "COMPLETED/S", "FAILED/S")
 	}
@@ -182,6 +206,13 @@ func (a *app) statsTable(rows []queueStats) {
 			fmt.Sprintf("%d (%d slots)", r.Workers, r.Concurrency), itoa(r.Running),
 			itoa(r.Claimed), itoa(r.Completed), itoa(r.Failed), itoa(r.Retried), itoa(r.DeadJobs), itoa(r.Stale), itoa(r.LeaseLost),
 			itoa(r.Cancelled)}
+		if withLanes {
+			lanes := []string{"-", "-", "-", "-", "-"}
+			if r.hasLanes() {
+				lanes = []string{itoa(r.InLanes), itoa(r.Urgent), itoa(r.LanesReady), itoa(r.LanesHeld), itoa(r.LanesActive)}
+			}
+			row = append(row, lanes...)
+		}
 		if withRates {
 			row = append(row, "-", "-")
 			if r.Rates != nil {

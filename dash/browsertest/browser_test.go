@@ -214,10 +214,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		// The live refresh replaced the counts at least once, without an error.
 		b.do(t, chromedp.WaitVisible(css("#live-status[data-refreshed]")))
+		// After the refresh, the lane queue's pending cell still shows its jobs in lanes.
+		lanes := get(t, b, chromedp.Evaluate[string](`(e => e.hidden ? "hidden" : e.textContent)(document.querySelector('[data-queue="tenants"] [data-field="lanes"]'))`))
+		require.Equal(t, "6 in lanes · 1 urgent", strings.TrimSpace(lanes))
 		b.clean(t, "the overview")
 		for _, path := range []string{
 			"/queues/orders", "/queues/orders?set=active", "/queues/orders?set=scheduled", "/queues/orders?set=dead",
 			"/queues/reports", "/queues/emails", "/queues/orders/jobs/" + s.dead.String(), "/tables/users", "/tables/products",
+			"/queues/tenants", "/queues/tenants?set=lanes", "/queues/tenants?set=lanes&lset=limits", "/queues/tenants?set=lanes&lset=held",
 		} {
 			b.do(t, chromedp.Navigate(base+path), chromedp.WaitVisible(css("h1")))
 			h1 := get(t, b, chromedp.Text(css("h1")))
@@ -273,6 +277,37 @@ func TestDashboardInBrowser(t *testing.T) {
 		b.clean(t, "the cancelled dialog")
 	})
 
+	t.Run("the lanes tab lists the lanes and pauses one through the dialog", func(t *testing.T) {
+		b.do(t, chromedp.Navigate(base+"/queues/tenants"), chromedp.WaitVisible(id("tab-lanes")),
+			chromedp.Click(id("tab-lanes")), chromedp.WaitVisible(id("lane-rows")))
+		require.Contains(t, b.text(t, "flow"), "lane defaults cap 10")
+		acme := `document.querySelector('#lane-rows tr[data-lane="acme"]')`
+		row := get(t, b, chromedp.Evaluate[string](acme+`.innerText`))
+		for _, want := range []string{"acme", "5", "200/1s burst 20", "2", "3"} {
+			require.Contains(t, row, want)
+		}
+		require.Contains(t, get(t, b, chromedp.Evaluate[string](`document.querySelector('#lane-rows tr[data-lane="beta"]').innerText`)), "beta")
+		b.clean(t, "the lanes tab")
+
+		b.do(t, chromedp.Click(id("pause-lane-acme")), chromedp.WaitVisible(id("confirm-dialog")))
+		require.Contains(t, b.text(t, "confirm-text"), "Pause lane acme of queue tenants?")
+		lane, err := s.bus.Lane(context.Background(), s.tenants, "acme")
+		require.NoError(t, err)
+		require.False(t, lane.Paused, "the dialog alone changes nothing")
+		b.do(t, chromedp.Click(id("confirm-yes")), chromedp.WaitVisible(id("flash")))
+		require.Contains(t, b.text(t, "flash"), "paused lane acme of tenants")
+		lane, err = s.bus.Lane(context.Background(), s.tenants, "acme")
+		require.NoError(t, err)
+		require.True(t, lane.Paused, "Valkey")
+		require.Equal(t, int64(3), lane.Waiting)
+		// The page: acme left the round robin; the index of lanes with limits shows it paused,
+		// with a resume action.
+		require.Zero(t, get(t, b, chromedp.Evaluate[int](`document.querySelectorAll('#lane-rows tr[data-lane="acme"]').length`)))
+		b.do(t, chromedp.Click(id("lset-limits")), chromedp.WaitVisible(id("resume-lane-acme")))
+		require.Contains(t, get(t, b, chromedp.Evaluate[string](acme+`.textContent`)), "paused")
+		b.clean(t, "the lane pause")
+	})
+
 	t.Run("a forged POST without the CSRF token is refused", func(t *testing.T) {
 		// Same origin, with the cookie, without the token.
 		b.do(t, chromedp.Navigate(base+"/queues/orders"))
@@ -301,7 +336,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 
 	t.Run("phone width", func(t *testing.T) {
-		for _, path := range []string{"/", "/queues/orders", "/queues/orders/jobs/" + s.dead2.String(), "/tables/users"} {
+		for _, path := range []string{"/", "/queues/orders", "/queues/orders/jobs/" + s.dead2.String(), "/tables/users", "/queues/tenants?set=lanes&lset=limits"} {
 			b.do(t, metrics(390, 844, 3, true), chromedp.Navigate(base+path), chromedp.WaitVisible(css("h1")))
 			overflow := get(t, b, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
 			require.False(t, overflow, "%s scrolls sideways at 390 px (wide tables scroll in their own box)", path)

@@ -24,6 +24,7 @@ type seeded struct {
 	orders  string     // a queue with a backlog, a scheduled job and dead jobs
 	emails  string     // a queue a worker drains under a steady load
 	reports string     // a paused queue with periodic schedules
+	tenants string     // a queue with lanes: acme (limits of its own) and beta, jobs waiting
 	dead    keys.JobID // a dead task of orders, failed with failReason
 	dead2   keys.JobID // another one
 }
@@ -54,7 +55,7 @@ func seed(t *testing.T, srv *echotest.Server) seeded {
 	client := srv.Client(t)
 	b, err := bus.New(client, bus.Config{})
 	require.NoError(t, err)
-	s := seeded{client: client, bus: b, orders: "orders", emails: "emails", reports: "reports"}
+	s := seeded{client: client, bus: b, orders: "orders", emails: "emails", reports: "reports", tenants: "tenants"}
 
 	for i := range 42 {
 		var c charge
@@ -86,6 +87,17 @@ func seed(t *testing.T, srv *echotest.Server) seeded {
 	_, err = bus.EnqueueTask(ctx, b, s.reports, "reports.revenue", map[string]int{"days": 7}, nil)
 	require.NoError(t, err)
 	require.NoError(t, b.Pause(ctx, s.reports))
+
+	// tenants: lanes with limits and waiting jobs, no worker.
+	require.NoError(t, b.SetQueueLimits(ctx, s.tenants, bus.QueueLimits{Lanes: bus.LaneLimits{Cap: 10}}))
+	require.NoError(t, b.SetLaneLimits(ctx, s.tenants, "acme", bus.LaneLimits{Cap: 5, Rate: bus.Rate{Limit: 200, Per: time.Second, Burst: 20}, Weight: 2}))
+	for i := range 6 {
+		lane := []string{"acme", "beta"}[i%2]
+		_, err := bus.EnqueueTask(ctx, b, s.tenants, "tenants.sync", map[string]int{"n": i}, &bus.TaskOpts{EnqueueOpts: bus.EnqueueOpts{Lane: lane}})
+		require.NoError(t, err)
+	}
+	_, err = bus.EnqueueTask(ctx, b, s.tenants, "tenants.audit", map[string]int{"n": 0}, &bus.TaskOpts{EnqueueOpts: bus.EnqueueOpts{Priority: 2}})
+	require.NoError(t, err)
 
 	// emails: a worker drains a steady stream and publishes its stats often.
 	w, err := bus.NewWorker(b, bus.WorkerConfig{Queue: s.emails, ID: "mailer-1", Concurrency: 4, StatsInterval: 100 * time.Millisecond})

@@ -52,6 +52,8 @@
         var c = q.counts;
         set(row, "pending", fmt(c.Pending)); set(row, "active", fmt(c.Active));
         set(row, "scheduled", fmt(c.Scheduled)); set(row, "dead", fmt(c.Dead));
+        set(row, "inlanes", fmt(c.InLanes)); set(row, "urgent", fmt(c.Urgent));
+        row.querySelectorAll('[data-field="lanes"]').forEach(function (el) { el.hidden = !(c.InLanes || c.Urgent); });
         set(row, "completed", rate(q.throughput.completed)); set(row, "failed", rate(q.throughput.failed));
         set(row, "workers", String(q.throughput.workers));
         row.querySelectorAll('[data-field="paused"]').forEach(function (el) { el.hidden = !c.Paused; });
