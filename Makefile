@@ -49,7 +49,7 @@ test: setup ## go vet, then all tests with the race detector; the nested modules
 protocol: ## Regenerate PROTOCOL.md from the grammar (keys/) and the script headers (lua/*.lua); a test fails when it is stale
 	go run ./internal/protocolgen
 
-screenshots: ## Rewrite docs/dash-overview.png and docs/dash-job.png from the browser test
+screenshots: ## Rewrite docs/dash-overview.png, docs/dash-job.png and docs/dash-lanes.png from the browser test
 	bash .ci/install-chromium
 	cd $(BROWSER) && ECHO_BROWSER_REQUIRED=1 ECHO_DASH_SCREENSHOTS=1 go test -count=1 -run 'TestDashboardInBrowser' ./...
 

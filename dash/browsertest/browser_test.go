@@ -347,10 +347,11 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	t.Run("screenshots", func(t *testing.T) {
 		if os.Getenv("ECHO_DASH_SCREENSHOTS") != "1" {
-			t.Skip("ECHO_DASH_SCREENSHOTS=1 rewrites docs/dash-overview.png and docs/dash-job.png")
+			t.Skip("ECHO_DASH_SCREENSHOTS=1 rewrites docs/dash-overview.png, docs/dash-job.png and docs/dash-lanes.png")
 		}
 		for _, shot := range []struct{ file, path string }{
 			{"dash-overview.png", "/"}, {"dash-job.png", "/queues/orders/jobs/" + s.dead2.String()},
+			{"dash-lanes.png", "/queues/tenants?set=lanes&lset=limits"},
 		} {
 			b.do(t, metrics(1280, 800, 1, false), chromedp.Navigate(base+shot.path), chromedp.WaitVisible(css("h1")),
 				chromedp.Sleep(3500*time.Millisecond)) // a live refresh, and throughput samples
