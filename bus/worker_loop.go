@@ -11,7 +11,8 @@ import (
 const (
 	// roundTripTimeout bounds one pipelined round trip of the loop.
 	roundTripTimeout = 10 * time.Second
-	// handBackTimeout bounds the last round trip after Close's deadline passed.
+	// handBackTimeout bounds the round trips sent after Close's deadline passed, all of them
+	// together.
 	handBackTimeout = 2 * time.Second
 	// maxClaim bounds one claim, whatever the concurrency.
 	maxClaim = 1000
@@ -58,6 +59,7 @@ type loop struct {
 	blocking     bool          // a block request is outstanding
 	draining     bool          // Close was called: claim nothing more, finish what is held
 	pastDeadline bool          // Close's deadline passed: the handlers were cancelled
+	handBackBy   time.Time     // then: when every round trip still to send must end
 	beatDue      bool          // the heartbeat timer fired
 	housekeepDue bool          // reap and promote at the next round trip
 	waitingRetry bool          // a round trip failed: the next one waits for retryTimer
@@ -318,6 +320,7 @@ func (l *loop) stopClaiming() {
 func (l *loop) cancelHandlers() {
 	l.hard = nil
 	l.pastDeadline = true
+	l.handBackBy = time.Now().Add(handBackTimeout)
 	for r := range l.held {
 		if r.returned || r.lost {
 			continue

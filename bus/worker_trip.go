@@ -13,11 +13,13 @@ import (
 
 // roundTrip is one pipeline: built and applied by the loop, sent by a sender goroutine.
 type roundTrip struct {
-	steps        []step
-	sending      []*inflight // the outcomes it carries
-	claim        int         // jobs its claim asks for
-	ack          *Ack
-	pastDeadline bool // built after Close's deadline passed: bounded by handBackTimeout
+	steps   []step
+	sending []*inflight // the outcomes it carries
+	claim   int         // jobs its claim asks for
+	ack     *Ack
+	// handBackBy is set on a round trip built after Close's deadline passed: every such trip
+	// ends by it, handBackTimeout after the deadline, however many there are.
+	handBackBy time.Time
 
 	// Set by the sender before it hands the round trip back.
 	out     []result
@@ -36,7 +38,7 @@ type step struct {
 // build assembles a round trip: the outcomes, the heartbeat, housekeeping, the claim and the
 // schedule's head.
 func (l *loop) build(claim int, beat bool) *roundTrip {
-	rt := &roundTrip{sending: l.outcomes, claim: claim, pastDeadline: l.pastDeadline}
+	rt := &roundTrip{sending: l.outcomes, claim: claim, handBackBy: l.handBackBy}
 	l.outcomes = nil
 	steps, completes := l.outcomeSteps(rt.sending)
 	housekeep := l.housekeepDue
@@ -76,7 +78,7 @@ func (l *loop) sender() {
 	w := l.w
 	for rt := range l.sends {
 		began := time.Now()
-		rt.out, rt.unacked, rt.err = w.send(rt.steps, rt.ack, rt.pastDeadline)
+		rt.out, rt.unacked, rt.err = w.send(rt.steps, rt.ack, rt.handBackBy)
 		w.stats.roundTripNanos.Add(int64(time.Since(began)))
 		l.replies <- rt // capacity maxInFlight: never blocks
 	}
@@ -111,15 +113,17 @@ func (l *loop) apply(rt *roundTrip) {
 }
 
 // send runs the steps' scripts in one pipeline, bounded by roundTripTimeout; past Close's
-// deadline (which cancelled hardCtx) by handBackTimeout instead. With ack, the pipeline is
-// followed by its wait, and unacked is why the acknowledgement fell short (the replies are
-// valid all the same). It runs on a sender goroutine and reads nothing of the loop.
-func (w *Worker) send(steps []step, ack *Ack, pastDeadline bool) (out []result, unacked, err error) {
-	parent, timeout := w.hardCtx, roundTripTimeout
-	if pastDeadline {
-		parent, timeout = context.Background(), handBackTimeout
+// deadline (which cancelled hardCtx) by handBackBy instead (non-zero then): the hand-backs
+// of handlers that return one after the other share one bound, so a server that stopped
+// answering holds Close up by handBackTimeout at most, not by that for every round trip.
+// With ack, the pipeline is followed by its wait, and unacked is why the acknowledgement fell
+// short (the replies are valid all the same). It runs on a sender goroutine and reads nothing of the loop.
+func (w *Worker) send(steps []step, ack *Ack, handBackBy time.Time) (out []result, unacked, err error) {
+	parent, deadline := w.hardCtx, time.Now().Add(roundTripTimeout)
+	if !handBackBy.IsZero() {
+		parent, deadline = context.Background(), handBackBy
 	}
-	ctx, cancel := context.WithTimeout(parent, timeout)
+	ctx, cancel := context.WithDeadline(parent, deadline)
 	defer cancel()
 	runs := make([]lua.Run, len(steps))
 	for i, s := range steps {
