@@ -345,10 +345,12 @@ func (w *Worker) heartbeatInterval() time.Duration {
 // outcomes, renewing their leases meanwhile. When ctx ends first, it cancels the handlers'
 // contexts (cause [ErrWorkerClosed]), waits for them to return, completes the jobs whose
 // handler returned nil and hands the others back to pending without counting a failure;
-// a job whose hand-back cannot be sent is left to its lease's expiry. Close returns when
-// every goroutine of the worker has ended (so a handler that ignores its context holds it),
-// with nil, or with ctx's error when handlers had to be cancelled. Closing a worker that was
-// never started, or closing twice, is allowed.
+// a job whose hand-back cannot be sent is left to its lease's expiry. What is sent after
+// ctx ended is bounded by 2 s from then, all of it together, so a server that stopped
+// answering holds Close up by about that past ctx's end. Close returns when every goroutine
+// of the worker has ended (so a handler that ignores its context holds it), with nil, or with
+// ctx's error when handlers had to be cancelled. Closing a worker that was never started, or
+// closing twice, is allowed.
 func (w *Worker) Close(ctx context.Context) error {
 	w.mu.Lock()
 	started := w.started
