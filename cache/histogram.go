@@ -75,22 +75,7 @@ func histogramOf(counts *[histBuckets]int64) []HistogramBucket {
 // quantile is the q-quantile (0 < q <= 1) of counts by nearest rank: the top of the bucket
 // that holds the rank-th duration; 0 when nothing was recorded.
 func quantile(counts *[histBuckets]int64, q float64) time.Duration {
-	var total int64
-	for _, n := range counts {
-		total += n
-	}
-	if total == 0 {
-		return 0
-	}
-	rank := int64(q*float64(total) + 0.999999)
-	rank = min(max(rank, 1), total)
-	var seen int64
-	for i, n := range counts {
-		if seen += n; seen >= rank {
-			return bucketTop(i)
-		}
-	}
-	return bucketTop(histBuckets - 1)
+	return histogramQuantile(histogramOf(counts), q)
 }
 
 // mergeHistograms adds b's buckets to a's: both list non-empty buckets shortest first, as
@@ -118,8 +103,8 @@ func mergeHistograms(a, b []HistogramBucket) []HistogramBucket {
 	return out
 }
 
-// histogramQuantile is [quantile] over a bucket list: the UpTo of the bucket that holds the
-// rank-th duration; 0 when the list is empty.
+// histogramQuantile is the q-quantile (0 < q <= 1) of a bucket list by nearest rank: the
+// UpTo of the bucket that holds the rank-th duration; 0 when the list is empty.
 func histogramQuantile(h []HistogramBucket, q float64) time.Duration {
 	var total int64
 	for _, b := range h {
