@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,13 +22,20 @@ func TestColdGetReadsRowOnce(t *testing.T) {
 		ctx := context.Background()
 		client := &countingClient{Client: raw}
 		src := &source{}
-		// No stats: the publisher's EVALSHA would count among the trips measured below.
-		c, err := cache.New(client, cache.Config{StatsInterval: -1})
+		// No stats and no periodic reconcile: their round trips would count among the trips
+		// measured below; nor the table's listing and first record read, which run in the
+		// background after the declaration: they are waited for first.
+		c, err := cache.New(client, cache.Config{StatsInterval: -1, ReconcileInterval: time.Hour})
 		require.NoError(t, err)
 		t.Cleanup(c.Close)
 		tbl := newTable(t, c, tables.Spec{L2Timeout: relaxedL2}, src)
 		_, err = tbl.Get(ctx, "warm") // the server has cache_fill loaded (no NOSCRIPT fallback below)
 		require.NoError(t, err)
+		valkeytest.Eventually(t, 10*time.Second, "the table listed and its record read", func() bool {
+			infos, err := cache.Tables(ctx, raw)
+			require.NoError(t, err)
+			return tbl.Synced() && slices.ContainsFunc(infos, func(i cache.TableInfo) bool { return i.Name == tbl.Name() })
+		})
 		client.reset()
 
 		u, err := tbl.Get(ctx, "k")
