@@ -3,12 +3,12 @@ package bus
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
+	"github.com/echocache/echocache/internal/jsonfmt"
 	"github.com/echocache/echocache/keys"
 )
 
@@ -96,14 +96,17 @@ type Codec interface {
 	Unmarshal(data []byte, v any) error
 }
 
-// JSONCodec is the default [Codec]: encoding/json.
+// JSONCodec is the default [Codec]: the encoding/json format, byte for byte (struct tags,
+// json.Marshaler and json.Unmarshaler included), written and read by a decoder several times
+// as fast as encoding/json's that accepts exactly what it accepts; decode errors are worded
+// by that library.
 type JSONCodec struct{}
 
-// Marshal is json.Marshal.
-func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+// Marshal encodes v as json.Marshal does.
+func (JSONCodec) Marshal(v any) ([]byte, error) { return jsonfmt.Marshal(v) }
 
-// Unmarshal is json.Unmarshal.
-func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+// Unmarshal decodes data as json.Unmarshal does.
+func (JSONCodec) Unmarshal(data []byte, v any) error { return jsonfmt.Unmarshal(data, v) }
 
 // EncodeTask returns the payload of a task of kind whose args are encoded by codec (nil:
 // [JSONCodec]). Use it to build the [NewJob]s of [Bus.EnqueueBatch].

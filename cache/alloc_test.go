@@ -53,8 +53,7 @@ func TestL1HitAllocatesNothing(t *testing.T) {
 
 // TestGetManyAllocations: GetMany of 100 ids whose rows are in L2 (L1 off) allocates, per
 // row, what the codec's decode allocates plus one (the reply string valkey-go reads), and a
-// bounded number per call besides; nothing of ours per row. With Msgpack the codec's share
-// is smaller than JSON's, and so is the total.
+// bounded number per call besides; nothing of ours per row, whichever the codec.
 func TestGetManyAllocations(t *testing.T) {
 	ctx := context.Background()
 	c := newCache(t, valkeytest.Shared(t).Client(t))
@@ -63,7 +62,6 @@ func TestGetManyAllocations(t *testing.T) {
 	for i := range ids {
 		ids[i] = int64(i + 1)
 	}
-	perRow := map[string]float64{}
 	for _, tc := range []struct {
 		name  string
 		codec cache.Codec[user]
@@ -95,12 +93,10 @@ func TestGetManyAllocations(t *testing.T) {
 			}
 		})
 		require.Equal(t, before+51*rows, tbl.Stats().L2Hits, "every row was an L2 hit")
-		perRow[tc.name] = allocs / rows
 		t.Logf("%s: %.0f allocations per GetMany of %d (%.2f per row); the codec's decode: %.0f per row",
 			tc.name, allocs, rows, allocs/rows, codecAllocs)
 		// Per row: the codec's allocations and valkey-go's reply string; per call: the
 		// maps, slices, the key buffer, the pipeline (under 40 in all).
 		require.LessOrEqual(t, allocs, rows*(codecAllocs+1)+40, tc.name)
 	}
-	require.Less(t, perRow["msgpack"], perRow["json"], "msgpack allocates less per row")
 }

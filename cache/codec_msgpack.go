@@ -9,8 +9,8 @@ import (
 )
 
 // Msgpack is a [Codec] over MessagePack (github.com/vmihailenco/msgpack/v5): smaller rows
-// than JSON, and decoding allocates little more than the value's own strings and slices
-// (encoding/json allocates its decoder state on every call). Struct fields are named by
+// than JSON, and decoding allocates little more than the value's own strings and slices.
+// Struct fields are named by
 // their msgpack tag, else their json tag, else their Go name, so a type tagged for JSON
 // keeps its field names. Set it with [TableOpts].Codec; rows of one table must all be
 // written by one codec (a row another codec wrote does not decode: it is refilled).
