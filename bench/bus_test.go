@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/internal/valkeytest"
@@ -16,7 +17,13 @@ import (
 // benchBus makes a bus over a new client and a queue no other benchmark uses.
 func benchBus(b *testing.B) (*bus.Bus, string, []byte) {
 	b.Helper()
-	bb, err := bus.New(valkeytest.Shared(b).Client(b), bus.Config{})
+	return benchBusOn(b, valkeytest.Shared(b).Client(b))
+}
+
+// benchBusOn is benchBus on the client c.
+func benchBusOn(b *testing.B, c valkey.Client) (*bus.Bus, string, []byte) {
+	b.Helper()
+	bb, err := bus.New(c, bus.Config{})
 	require.NoError(b, err)
 	payload, err := bus.EncodeTask("noop", jobArgs{OrderID: 123456, Action: "settle", Amount: 4200}, nil)
 	require.NoError(b, err)
@@ -53,9 +60,12 @@ func BenchmarkBusEnqueue(b *testing.B) {
 
 // claimCompleteSide claims one pending job and completes it with its token; the queue is
 // filled (untimed, in batches) before it is used.
-func claimCompleteSide(b *testing.B) Side {
+func claimCompleteSide(b *testing.B) Side { return claimCompleteSideOn(b, valkeytest.Shared(b).Client(b)) }
+
+// claimCompleteSideOn is claimCompleteSide over a bus on the client c.
+func claimCompleteSideOn(b *testing.B, c valkey.Client) Side {
 	ctx := context.Background()
-	bb, queue, payload := benchBus(b)
+	bb, queue, payload := benchBusOn(b, c)
 	batch := make([]bus.NewJob, 1000)
 	for i := range batch {
 		batch[i].Payload = payload
@@ -88,8 +98,10 @@ func BenchmarkBusClaimComplete(b *testing.B) {
 	}
 }
 
-// BenchmarkCompareClaimComplete interleaves claim+complete with one raw GET round trip.
+// BenchmarkCompareClaimComplete interleaves claim+complete with one raw GET round trip, on
+// the bus's client.
 func BenchmarkCompareClaimComplete(b *testing.B) {
+	c := valkeytest.Shared(b).Client(b)
 	b.ReportAllocs()
-	Compare(b, claimCompleteSide(b), getSide(b, "get"))
+	Compare(b, claimCompleteSideOn(b, c), getSideOn(b, c, "get"))
 }

@@ -113,8 +113,11 @@ func BenchmarkCompareL1(b *testing.B) {
 }
 
 // l2Side is Table.Get with L1 off, so every read is an L2 hit (row read and decoded).
-func l2Side(b *testing.B) Side {
-	t := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off})
+func l2Side(b *testing.B) Side { return l2SideOn(b, valkeytest.Shared(b).Client(b)) }
+
+// l2SideOn is l2Side over a cache on the client c.
+func l2SideOn(b *testing.B, c valkey.Client) Side {
+	t := benchCacheTable(b, c, tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off})
 	ctx := context.Background()
 	_, err := t.Get(ctx, rowID) // the fill writes the row
 	require.NoError(b, err)
@@ -131,10 +134,12 @@ func l2Side(b *testing.B) Side {
 // BenchmarkCacheL2Hit: Table.Get answered by the L2 row (the seed: 31 µs).
 func BenchmarkCacheL2Hit(b *testing.B) { serialAndParallel(b, l2Side(b)) }
 
-// BenchmarkCompareL2 interleaves an L2 hit with a raw GET of a row of the same bytes.
+// BenchmarkCompareL2 interleaves an L2 hit with a raw GET of a row of the same bytes, on the
+// cache's client.
 func BenchmarkCompareL2(b *testing.B) {
+	c := valkeytest.Shared(b).Client(b)
 	b.ReportAllocs()
-	Compare(b, l2Side(b), getSide(b, "get"))
+	Compare(b, l2SideOn(b, c), getSideOn(b, c, "get"))
 }
 
 // BenchmarkCacheMissFill: a Get of an id never read, so the fill leases the row, runs the
@@ -154,10 +159,10 @@ func BenchmarkCacheMissFill(b *testing.B) {
 
 // BenchmarkCompareMissFill interleaves a miss-and-fill (as BenchmarkCacheMissFill) with the
 // raw cache-aside miss of BenchmarkValkeyMissFill (GET nil, then SET PX of a new id), so the
-// ratio of the two survives the machine's noise.
+// ratio of the two survives the machine's noise; both on the cache's client.
 func BenchmarkCompareMissFill(b *testing.B) {
-	t := benchCacheTable(b, valkeytest.Shared(b).Client(b), tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off})
 	c := valkeytest.Shared(b).Client(b)
+	t := benchCacheTable(b, c, tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off})
 	raw := benchTable(b)
 	val := valkey.BinaryString(SampleRowJSON(rowID))
 	ctx := context.Background()
@@ -180,11 +185,11 @@ func BenchmarkCompareMissFill(b *testing.B) {
 	}})
 }
 
-// getManyTable is a table (L1 off, the codec given; nil: JSON) whose manyIDs rows are all
-// in L2, and its ids.
-func getManyTable(b *testing.B, codec cache.Codec[Row]) (*cache.Table[int64, Row], []int64) {
+// getManyTable is a table (L1 off, the codec given; nil: JSON) on the client c whose manyIDs
+// rows are all in L2, and its ids.
+func getManyTable(b *testing.B, c valkey.Client, codec cache.Codec[Row]) (*cache.Table[int64, Row], []int64) {
 	b.Helper()
-	t := benchCacheTableCodec(b, valkeytest.Shared(b).Client(b), tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off}, cache.Config{}, codec)
+	t := benchCacheTableCodec(b, c, tables.Spec{L1TTL: tables.Off, EarlyRefreshBeta: tables.Off}, cache.Config{}, codec)
 	ids := make([]int64, manyIDs)
 	for i := range ids {
 		ids[i] = int64(i + 1)
@@ -207,10 +212,9 @@ func getManySide(t *cache.Table[int64, Row], ids []int64) Side {
 }
 
 // mgetSide is a raw MGET of the very rows GetMany reads (the same keys and bytes, not
-// decoded), as BenchmarkValkeyMGet reads its own.
-func mgetSide(b *testing.B, t *cache.Table[int64, Row], ids []int64) Side {
+// decoded), as BenchmarkValkeyMGet reads its own, on the client c (the table's).
+func mgetSide(b *testing.B, c valkey.Client, t *cache.Table[int64, Row], ids []int64) Side {
 	b.Helper()
-	c := valkeytest.Shared(b).Client(b)
 	ks := make([]string, len(ids))
 	for i, id := range ids {
 		k, err := keys.MustTable(t.Name()).Row(strconv.FormatInt(id, 10))
@@ -229,7 +233,7 @@ func mgetSide(b *testing.B, t *cache.Table[int64, Row], ids []int64) Side {
 // BenchmarkCacheGetMany: GetMany of 100 ids whose rows are in L2 (L1 off): one MGET and the
 // JSON decodes.
 func BenchmarkCacheGetMany(b *testing.B) {
-	t, ids := getManyTable(b, nil)
+	t, ids := getManyTable(b, valkeytest.Shared(b).Client(b), nil)
 	side := getManySide(t, ids)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -239,7 +243,7 @@ func BenchmarkCacheGetMany(b *testing.B) {
 
 // BenchmarkCacheGetManyMsgpack is BenchmarkCacheGetMany over a table with the Msgpack codec.
 func BenchmarkCacheGetManyMsgpack(b *testing.B) {
-	t, ids := getManyTable(b, cache.Msgpack[Row]{})
+	t, ids := getManyTable(b, valkeytest.Shared(b).Client(b), cache.Msgpack[Row]{})
 	side := getManySide(t, ids)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -248,18 +252,20 @@ func BenchmarkCacheGetManyMsgpack(b *testing.B) {
 }
 
 // BenchmarkCompareGetMany interleaves GetMany of 100 L2 rows (JSON) with a raw MGET of the
-// same 100 rows.
+// same 100 rows, on the table's client.
 func BenchmarkCompareGetMany(b *testing.B) {
-	t, ids := getManyTable(b, nil)
+	c := valkeytest.Shared(b).Client(b)
+	t, ids := getManyTable(b, c, nil)
 	b.ReportAllocs()
-	Compare(b, getManySide(t, ids), mgetSide(b, t, ids))
+	Compare(b, getManySide(t, ids), mgetSide(b, c, t, ids))
 }
 
 // BenchmarkCompareGetManyMsgpack is BenchmarkCompareGetMany with the Msgpack codec.
 func BenchmarkCompareGetManyMsgpack(b *testing.B) {
-	t, ids := getManyTable(b, cache.Msgpack[Row]{})
+	c := valkeytest.Shared(b).Client(b)
+	t, ids := getManyTable(b, c, cache.Msgpack[Row]{})
 	b.ReportAllocs()
-	Compare(b, getManySide(t, ids), mgetSide(b, t, ids))
+	Compare(b, getManySide(t, ids), mgetSide(b, c, t, ids))
 }
 
 // invalidationSide is InvalidationSide over two clients of the shared server.
@@ -280,9 +286,13 @@ func BenchmarkCacheInvalidation(b *testing.B) {
 }
 
 // BenchmarkCompareInvalidation interleaves our propagation with a raw SPUBLISH→receive.
+// The raw round trip publishes on the writing cache's client and receives on the reading
+// cache's.
 func BenchmarkCompareInvalidation(b *testing.B) {
 	srv := valkeytest.Shared(b)
-	raw := PubSubRoundTrip(b, srv.Client(b), srv.Client(b), "bench-raw-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	writer, reader := srv.Client(b), srv.Client(b)
+	ours := InvalidationSide(b, writer, reader, UniqueName(b.Name()))
+	raw := PubSubRoundTrip(b, writer, reader, "bench-raw-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	b.ReportAllocs()
-	CompareLatency(b, invalidationSide(b), raw)
+	CompareLatency(b, ours, raw)
 }

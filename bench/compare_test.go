@@ -10,11 +10,17 @@ import (
 	"github.com/echocache/echocache/internal/valkeytest"
 )
 
-// getSide is a raw valkey-go GET of a fresh row as a Compare side.
+// getSide is a raw valkey-go GET of a fresh row, on a client of its own, as a Compare side.
 func getSide(b *testing.B, name string) Side {
 	b.Helper()
+	return getSideOn(b, valkeytest.Shared(b).Client(b), name)
+}
+
+// getSideOn is getSide on the client c: the baseline of a comparison with our code on c (see
+// the package doc: one client for both sides).
+func getSideOn(b *testing.B, c valkey.Client, name string) Side {
+	b.Helper()
 	ctx := context.Background()
-	c := valkeytest.Shared(b).Client(b)
 	key := rowKey(b, benchTable(b), rowID)
 	require.NoError(b, c.Do(ctx, c.B().Set().Key(key).Value(valkey.BinaryString(SampleRowJSON(rowID))).Px(rowTTL).Build()).Error())
 	return Side{Name: name, Op: func(b *testing.B) {

@@ -116,7 +116,7 @@ func BenchmarkValkeyDoCacheHit(b *testing.B) {
 // invalidation) and fails the benchmark unless it sees the value last
 // written: the caching client must see every write. check verifies the last
 // write once more, for the end of a benchmark.
-func cscInvalidation(b *testing.B) (side bench.LatencySide, check func()) {
+func cscInvalidation(b *testing.B, writer valkey.Client) (side bench.LatencySide, check func()) {
 	b.Helper()
 	ctx := context.Background()
 	srv := valkeytest.Shared(b)
@@ -132,7 +132,6 @@ func cscInvalidation(b *testing.B) (side bench.LatencySide, check func()) {
 			}
 		}
 	})
-	writer := srv.Client(b)
 	set := func(v int) error {
 		return writer.Do(ctx, writer.B().Set().Key(key).Value(strconv.Itoa(v)).Build()).Error()
 	}
@@ -183,7 +182,7 @@ func cscInvalidation(b *testing.B) (side bench.LatencySide, check func()) {
 // invalidation received, the span ours is measured on; ns/op is the whole
 // cycle, including the re-read that must see the new value.
 func BenchmarkValkeyCSCInvalidation(b *testing.B) {
-	side, check := cscInvalidation(b)
+	side, check := cscInvalidation(b, valkeytest.Shared(b).Client(b))
 	var lat bench.Latencies
 	b.ReportAllocs()
 	for b.Loop() {
@@ -196,11 +195,13 @@ func BenchmarkValkeyCSCInvalidation(b *testing.B) {
 // BenchmarkCompareInvalidationCSC interleaves EchoCache's invalidation propagation
 // (bench.InvalidationSide: Invalidate in one cache until the other's subscriber applied it)
 // with valkey-go's client-side caching invalidation (cscInvalidation: SET until the caching
-// client's OnInvalidations callback), each waiting on a channel its callback signals.
+// client's OnInvalidations callback), each waiting on a channel its callback signals. Both
+// write through one client, the writing cache's.
 func BenchmarkCompareInvalidationCSC(b *testing.B) {
 	srv := valkeytest.Shared(b)
-	ours := bench.InvalidationSide(b, srv.Client(b), srv.Client(b), bench.UniqueName(b.Name()))
-	csc, check := cscInvalidation(b)
+	writer := srv.Client(b)
+	ours := bench.InvalidationSide(b, writer, srv.Client(b), bench.UniqueName(b.Name()))
+	csc, check := cscInvalidation(b, writer)
 	b.ReportAllocs()
 	bench.CompareLatency(b, ours, csc)
 	check()
