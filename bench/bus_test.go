@@ -60,7 +60,9 @@ func BenchmarkBusEnqueue(b *testing.B) {
 
 // claimCompleteSide claims one pending job and completes it with its token; the queue is
 // filled (untimed, in batches) before it is used.
-func claimCompleteSide(b *testing.B) Side { return claimCompleteSideOn(b, valkeytest.Shared(b).Client(b)) }
+func claimCompleteSide(b *testing.B) Side {
+	return claimCompleteSideOn(b, valkeytest.Shared(b).Client(b))
+}
 
 // claimCompleteSideOn is claimCompleteSide over a bus on the client c.
 func claimCompleteSideOn(b *testing.B, c valkey.Client) Side {
