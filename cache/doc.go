@@ -12,7 +12,7 @@
 //     SET NX GET of a fill lease: where a row is, nothing is written and the reply is the
 //     row; where none is, the lease is taken in the same round trip, so a cold miss costs
 //     two round trips (the read, then the fill's write), as a raw GET and SET do. The value
-//     is decoded by the table's [Codec] (JSON by default; [Msgpack] allocates less) and
+//     is decoded by the table's [Codec] (JSON by default; [Msgpack] writes smaller rows) and
 //     installed in L1.
 //   - The loader runs when neither has the id. The fill is single-flight in the process and
 //     guarded across processes by a fill lease written into the row (SET NX PX): however
