@@ -55,7 +55,8 @@ screenshots: ## Rewrite docs/dash-overview.png, docs/dash-job.png and docs/dash-
 
 fuzz: ## Fuzz keys/ (FuzzParse) and the JSON codecs' parity with encoding/json (FuzzParity), 60 s each
 	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/
-	go test -run '^$$' -fuzz=FuzzParity -fuzztime=60s ./internal/jsonfmt/
+	go test -run '^$$' -fuzz='^FuzzParity$$' -fuzztime=60s ./internal/jsonfmt/
+	go test -run '^$$' -fuzz='^FuzzMarshalParity$$' -fuzztime=60s ./internal/jsonfmt/
 
 .PHONY: bench bench-check bench-quick bench-profile
 

@@ -7,7 +7,7 @@
 //
 // The parity with encoding/json is what this package promises and its tests check:
 // [Marshal] writes the bytes json.Marshal writes, and [Unmarshal] accepts exactly the inputs
-// json.Unmarshal accepts and yields the same value (FuzzParity; its seeds are inputs on which
+// json.Unmarshal accepts and yields the same value (FuzzMarshalParity, FuzzParity; the latter's seeds are inputs on which
 // other fast decoders part from encoding/json: invalid JSON inside unknown fields, invalid
 // UTF-8, exponents in integers). Errors are reported where encoding/json reports them, in the
 // library's own words, which quote the offending input; after an error the value may hold

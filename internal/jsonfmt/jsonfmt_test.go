@@ -117,6 +117,28 @@ func FuzzParity(f *testing.F) {
 	f.Fuzz(checkParity)
 }
 
+// FuzzMarshalParity: values built from any string, number and flag encode to the bytes
+// encoding/json writes (escapes, invalid UTF-8, float forms, map key order).
+func FuzzMarshalParity(f *testing.F) {
+	f.Add("a<b>&\u2028\xff", 1.5, int64(3), true)
+	f.Add("", 1e-7, int64(-1), false)
+	f.Add("\x00\t\"\\/", 1e21, int64(math.MinInt64), true)
+	f.Fuzz(func(t *testing.T, s string, x float64, i int64, b bool) {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return // refused by both (TestMarshalParity)
+		}
+		v := map[string]any{
+			s:     []any{s, x, i, b, nil, map[string]float64{"k" + s: x}},
+			"row": sample{ID: i, Name: s, Tags: []string{s}, F: x, F32: float32(x), B: b, MS: map[string]string{s: s}},
+		}
+		want, werr := json.Marshal(v)
+		got, gerr := Marshal(v)
+		if (werr == nil) != (gerr == nil) || string(want) != string(got) {
+			t.Fatalf("encoding/json: %s %v\njsonfmt:       %s %v", want, werr, got, gerr)
+		}
+	})
+}
+
 func BenchmarkUnmarshal(b *testing.B) {
 	data := []byte(`{"id":42,"name":"user-42","tags":["a","b"],"f":1.5,"b":true}`)
 	b.Run("jsonfmt", func(b *testing.B) {
