@@ -51,6 +51,33 @@ func TestL1HitAllocatesNothing(t *testing.T) {
 	}
 }
 
+// TestL2ReadUnderCallerDeadline: an L2 read whose caller's deadline comes before the table's
+// L2Timeout runs under the caller's context, with no context or timer of its own: it
+// allocates fewer objects than the same read without a deadline (a context with a deadline
+// and its timer are five).
+func TestL2ReadUnderCallerDeadline(t *testing.T) {
+	c := newCache(t, valkeytest.Shared(t).Client(t))
+	spec := tables.Spec{Name: tableName(t), L1TTL: tables.Off, EarlyRefreshBeta: tables.Off, L2Timeout: relaxedL2}
+	tbl := newTable(t, c, spec, &source{})
+	_, err := tbl.Get(context.Background(), "k") // the fill writes the row
+	require.NoError(t, err)
+	short, cancel := context.WithTimeout(context.Background(), relaxedL2/2)
+	defer cancel()
+	read := func(ctx context.Context) func() {
+		return func() {
+			if _, err := tbl.Get(ctx, "k"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := tbl.Stats().L2Hits
+	bare := testing.AllocsPerRun(100, read(context.Background()))
+	bounded := testing.AllocsPerRun(100, read(short))
+	require.Equal(t, before+202, tbl.Stats().L2Hits, "every read was an L2 hit")
+	t.Logf("allocations per L2 read: %.0f without a deadline, %.0f under the caller's", bare, bounded)
+	require.LessOrEqual(t, bounded, bare-3)
+}
+
 // TestGetManyAllocations: GetMany of 100 ids whose rows are in L2 (L1 off) allocates, per
 // row, what the codec's decode allocates plus one (the reply string valkey-go reads), and a
 // bounded number per call besides; nothing of ours per row, whichever the codec.

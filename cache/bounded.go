@@ -11,10 +11,18 @@ import (
 // context ends, is bounded by it too. Errors go through l2outcome, so a caller's own
 // cancellation is reported as the caller's, never as an L2 failure.
 
-// l2ctx derives the context of one L2 operation from ctx.
+// l2ctx derives the context of one L2 operation from ctx. A caller's deadline no later than
+// the timeout bounds the operation already, so ctx then serves as it is: no context and no
+// timer of the operation's own (the errors are the same; see l2outcome).
 func (t *Table[K, V]) l2ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= t.spec.L2Timeout {
+		return ctx, noCancel
+	}
 	return context.WithTimeout(ctx, t.spec.L2Timeout)
 }
+
+// noCancel is the CancelFunc of an operation that runs under its caller's context.
+var noCancel context.CancelFunc = func() {}
 
 // l2done classifies err, the result of one L2 operation run under bctx = l2ctx(ctx).
 func (t *Table[K, V]) l2done(ctx, bctx context.Context, err error) error {
