@@ -1,17 +1,17 @@
 // Package jsonfmt is the JSON of the default codecs of the cache ([cache.JSON]) and the bus
 // ([bus.JSONCodec]): the encoding/json format, byte for byte, written and read by
-// github.com/segmentio/encoding/json, which decodes three to four times as fast as encoding/json
-// with a fraction of its allocations (BenchmarkUnmarshal). A row's or a task's payload is the
-// hottest thing a read or a job decodes, and on a read that reaches L2 the decode is most of
-// what the client spends between one round trip and the next.
+// github.com/segmentio/encoding/json, which decodes three to four times as fast as
+// encoding/json with a fraction of its allocations (BenchmarkUnmarshal). A row's or a task's
+// payload is the hottest thing a read or a job decodes, and on a read that reaches L2 the
+// decode is most of what the client spends between one round trip and the next.
 //
 // The parity with encoding/json is what this package promises and its tests check:
-// [Marshal] writes the bytes json.Marshal writes, and [Unmarshal] accepts exactly the inputs
-// json.Unmarshal accepts and yields the same value (FuzzMarshalParity, FuzzParity; the latter's seeds are inputs on which
-// other fast decoders part from encoding/json: invalid JSON inside unknown fields, invalid
-// UTF-8, exponents in integers). Errors are reported where encoding/json reports them, in the
-// library's own words, which quote the offending input; after an error the value may hold
-// other partial results than encoding/json would leave.
+// [Marshal] writes the bytes json.Marshal writes (FuzzMarshalParity), and [Unmarshal] accepts
+// exactly the inputs json.Unmarshal accepts and yields the same value (FuzzParity, seeded with
+// inputs on which other fast decoders part from encoding/json: invalid JSON inside unknown
+// fields, invalid UTF-8, exponents in integers). Errors are reported where encoding/json
+// reports them, in the library's own words, which quote the offending input; after an error
+// the value may hold other partial results than encoding/json would leave.
 //
 // [cache.JSON]: https://pkg.go.dev/github.com/echocache/echocache/cache#JSON
 // [bus.JSONCodec]: https://pkg.go.dev/github.com/echocache/echocache/bus#JSONCodec
