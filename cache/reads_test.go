@@ -117,7 +117,9 @@ func TestLeaseReplyIsARead(t *testing.T) {
 			require.Equal(t, "value", cache.ParsedKind(readRaw(t, client, key)))
 		}},
 		{"lease", func(client valkey.Client, key string) valkey.Completed {
-			return client.B().Set().Key(key).Value(cache.LeaseRow("deadfiller123456")).Px(50 * time.Millisecond).Build()
+			// Long enough to be there when the Get reads it on a loaded machine (with 50 ms the
+			// lease had once expired first), short enough to be waited out.
+			return client.B().Set().Key(key).Value(cache.LeaseRow("deadfiller123456")).Px(400 * time.Millisecond).Build()
 		}, func(t *testing.T, client *countingClient, tbl *cache.Table[string, user], src *source, key string) {
 			u, err := tbl.Get(context.Background(), "k")
 			require.NoError(t, err)
