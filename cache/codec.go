@@ -17,8 +17,9 @@ type Codec[V any] interface {
 
 // JSON is the default [Codec]: the encoding/json format, byte for byte (struct tags,
 // json.Marshaler and json.Unmarshaler included), written and read by a decoder several times
-// as fast as encoding/json's that accepts exactly what it accepts; decode errors are worded
-// by that library.
+// as fast as encoding/json's that accepts what it accepts (but for a time.Time whose date and
+// time are joined by W, which it reads as if joined by T); decode errors are worded by that
+// library.
 type JSON[V any] struct{}
 
 // Marshal encodes v as json.Marshal does.
