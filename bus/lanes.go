@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -64,6 +65,19 @@ type Rate struct {
 // IsZero reports whether r is no rate.
 func (r Rate) IsZero() bool { return r == Rate{} }
 
+// String is r as "200/1s burst 20" (the burst only when set, Per's default filled in), or
+// "none" for the zero Rate.
+func (r Rate) String() string {
+	if r.IsZero() {
+		return "none"
+	}
+	s := fmt.Sprintf("%d/%v", r.Limit, cmp.Or(r.Per, DefaultRatePer))
+	if r.Burst > 0 {
+		s += fmt.Sprintf(" burst %d", r.Burst)
+	}
+	return s
+}
+
 // Window is the span in which at most Burst claims fall: Burst × Per / Limit (defaults
 // applied); 0 for the zero Rate.
 func (r Rate) Window() time.Duration {
@@ -94,6 +108,25 @@ type LaneLimits struct {
 	// Weight is the lane's share of the round robin: a lane of weight 2 gets two turns for
 	// another's one. 1 to [MaxLaneWeight]; 0: unset (the queue's default, else 1).
 	Weight int
+}
+
+// String is l in one phrase, "cap 5, rate 200/1s burst 20, weight 2" (the fields set), or
+// "none".
+func (l LaneLimits) String() string {
+	var parts []string
+	if l.Cap != 0 {
+		parts = append(parts, "cap "+strconv.Itoa(l.Cap))
+	}
+	if !l.Rate.IsZero() {
+		parts = append(parts, "rate "+l.Rate.String())
+	}
+	if l.Weight != 0 {
+		parts = append(parts, "weight "+strconv.Itoa(l.Weight))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // QueueLimits are a queue's flow control: its own rate and the default limits of its lanes.

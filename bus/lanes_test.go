@@ -280,3 +280,14 @@ func laneRaw(t *testing.T, c valkey.Client, cmd valkey.Completed) []string {
 	require.NoError(t, err)
 	return s
 }
+
+// TestLaneLimitsString: the phrases the CLI and the dashboard print for limits.
+func TestLaneLimitsString(t *testing.T) {
+	require.Equal(t, "none", bus.Rate{}.String())
+	require.Equal(t, "200/1s burst 20", bus.Rate{Limit: 200, Burst: 20}.String())
+	require.Equal(t, "5/1m0s", bus.Rate{Limit: 5, Per: time.Minute}.String())
+	require.Equal(t, "none", bus.LaneLimits{}.String())
+	require.Equal(t, "cap 5, rate 200/1s burst 20, weight 2",
+		bus.LaneLimits{Cap: 5, Rate: bus.Rate{Limit: 200, Burst: 20}, Weight: 2}.String())
+	require.Equal(t, "weight 3", bus.LaneLimits{Weight: 3}.String())
+}

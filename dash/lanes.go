@@ -2,11 +2,9 @@ package dash
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/keys"
@@ -102,38 +100,12 @@ func (d *Dashboard) lanesTab(ctx context.Context, queue string, q url.Values) la
 	return v
 }
 
-// laneRate is a rate as "200/1s burst 20", or "—" when there is none.
+// laneRate is a rate as bus.Rate writes it, or "—" when there is none.
 func laneRate(r bus.Rate) string {
 	if r.IsZero() {
 		return "—"
 	}
-	per := r.Per
-	if per == 0 {
-		per = bus.DefaultRatePer
-	}
-	s := fmt.Sprintf("%d/%v", r.Limit, per)
-	if r.Burst > 0 {
-		s += fmt.Sprintf(" burst %d", r.Burst)
-	}
-	return s
-}
-
-// laneLimits is limits in one phrase: "cap 5, rate 200/1s burst 20, weight 2", or "none".
-func laneLimits(l bus.LaneLimits) string {
-	var parts []string
-	if l.Cap != 0 {
-		parts = append(parts, "cap "+strconv.Itoa(l.Cap))
-	}
-	if !l.Rate.IsZero() {
-		parts = append(parts, "rate "+laneRate(l.Rate))
-	}
-	if l.Weight != 0 {
-		parts = append(parts, "weight "+strconv.Itoa(l.Weight))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
+	return r.String()
 }
 
 func (d *Dashboard) pauseLane(ctx context.Context, r *http.Request, queue string) (string, error) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/cache"
 )
 
@@ -123,7 +124,7 @@ var funcs = template.FuncMap{
 	"x100":       func(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) },
 	"addf":       func(a, b float64) float64 { return a + b },
 	"lanerate":   laneRate,
-	"lanelimits": laneLimits,
+	"lanelimits": bus.LaneLimits.String,
 	"meanLoad": func(s cache.Stats) time.Duration {
 		if s.Loads == 0 {
 			return 0

@@ -103,20 +103,17 @@ func newLane(l bus.LaneInfo) laneRow {
 		Waiting: l.Waiting, Active: l.Active, Ready: l.Ready, HeldUntil: timePtr(l.HeldUntil)}
 }
 
-// fmtLaneRate is a rate as "200/1s burst 20", or "-" when there is none.
+// fmtLaneRate is a rate as bus.Rate writes it ("200/1s burst 20"), or "-" when there is none.
 func fmtLaneRate(r *rateRow) string {
 	if r == nil {
 		return "-"
 	}
-	per := time.Duration(r.PerMS * float64(time.Millisecond))
-	if per == 0 {
-		per = bus.DefaultRatePer
-	}
-	s := fmt.Sprintf("%d/%v", r.Limit, per)
-	if r.Burst > 0 {
-		s += fmt.Sprintf(" burst %d", r.Burst)
-	}
-	return s
+	return r.rate().String()
+}
+
+// rate is the bus.Rate the row was made from.
+func (r rateRow) rate() bus.Rate {
+	return bus.Rate{Limit: r.Limit, Per: time.Duration(r.PerMS * float64(time.Millisecond)), Burst: r.Burst}
 }
 
 // fmtOpt is n, or "-" when it is unset (0).
@@ -127,22 +124,14 @@ func fmtOpt(n int) string {
 	return itoa(n)
 }
 
-// fmtLimits is limits in one phrase: "cap 5, rate 200/1s burst 20, weight 2", or "none".
+// fmtLimits is limits as bus.LaneLimits writes them: "cap 5, rate 200/1s burst 20, weight 2",
+// or "none".
 func fmtLimits(l limitsRow) string {
-	var parts []string
-	if l.Cap != 0 {
-		parts = append(parts, "cap "+itoa(l.Cap))
-	}
+	limits := bus.LaneLimits{Cap: l.Cap, Weight: l.Weight}
 	if l.Rate != nil {
-		parts = append(parts, "rate "+fmtLaneRate(l.Rate))
+		limits.Rate = l.Rate.rate()
 	}
-	if l.Weight != 0 {
-		parts = append(parts, "weight "+itoa(l.Weight))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
+	return limits.String()
 }
 
 // fmtFlow is the header line of a queue's flow control.
@@ -208,14 +197,11 @@ read without one, so a page of an index that changes meanwhile may repeat or mis
 			if limit < 1 || limit > 1000 {
 				return usagef("--limit: %d is not 1 to 1000", limit)
 			}
-			if err := a.connect(); err != nil {
+			ctx, cancel, err := a.openQueue(queue)
+			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx()
 			defer cancel()
-			if err := a.requireQueue(ctx, queue); err != nil {
-				return err
-			}
 			page, err := a.bus.ListLanes(ctx, queue, &bus.LanesOpts{Set: idx, Cursor: cursor, Limit: limit})
 			if err != nil {
 				return err
@@ -288,14 +274,11 @@ is read through emq lanes.)`,
 			if err := laneName(lane); err != nil {
 				return err
 			}
-			if err := a.connect(); err != nil {
+			ctx, cancel, err := a.openQueue(queue)
+			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx()
 			defer cancel()
-			if err := a.requireQueue(ctx, queue); err != nil {
-				return err
-			}
 			flow, infos, err := a.bus.Lanes(ctx, queue, lane)
 			if err != nil {
 				return err
@@ -346,14 +329,11 @@ func laneVerbCmd(a *app, use, action, short string, verb laneVerb) *cobra.Comman
 			if err := laneName(lane); err != nil {
 				return err
 			}
-			if err := a.connect(); err != nil {
+			ctx, cancel, err := a.openQueue(queue)
+			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx()
 			defer cancel()
-			if err := a.requireQueue(ctx, queue); err != nil {
-				return err
-			}
 			if err := verb(a.bus, ctx, queue, lane); err != nil {
 				return err
 			}

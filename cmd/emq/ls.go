@@ -91,14 +91,11 @@ time.`,
 			if limit < 1 {
 				return usagef("--limit: %d is not positive", limit)
 			}
-			if err := a.connect(); err != nil {
+			ctx, cancel, err := a.openQueue(args[0])
+			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx()
 			defer cancel()
-			if err := a.requireQueue(ctx, args[0]); err != nil {
-				return err
-			}
 			page, err := a.bus.Browse(ctx, args[0], opts)
 			if err != nil {
 				return err

@@ -77,14 +77,11 @@ attempts, so it goes back to dead on its next failure unless the maximum is rais
 			if err != nil {
 				return err
 			}
-			if err := a.connect(); err != nil {
+			ctx, cancel, err := a.openQueue(queue)
+			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx()
 			defer cancel()
-			if err := a.requireQueue(ctx, queue); err != nil {
-				return err
-			}
 			if !all {
 				n, err := a.bus.RetryDead(ctx, queue, ids...)
 				if err != nil {
@@ -143,14 +140,11 @@ terminal and refuses without one unless --yes.`,
 			if err != nil {
 				return err
 			}
-			if err := a.connect(); err != nil {
+			ctx, cancel, err := a.openQueue(queue)
+			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx()
 			defer cancel()
-			if err := a.requireQueue(ctx, queue); err != nil {
-				return err
-			}
 			if !all {
 				if err := a.confirm(fmt.Sprintf("purge %d dead jobs of %s", len(ids), queue)); err != nil {
 					return err
@@ -214,14 +208,11 @@ func resumeCmd(a *app) *cobra.Command {
 
 // queueVerb runs pause or resume on queue.
 func (a *app) queueVerb(queue, action string, verb func(b *bus.Bus, ctx context.Context, queue string) error) error {
-	if err := a.connect(); err != nil {
+	ctx, cancel, err := a.openQueue(queue)
+	if err != nil {
 		return err
 	}
-	ctx, cancel := a.ctx()
 	defer cancel()
-	if err := a.requireQueue(ctx, queue); err != nil {
-		return err
-	}
 	if err := verb(a.bus, ctx, queue); err != nil {
 		return err
 	}
@@ -246,14 +237,11 @@ row, 5 when its state does not allow it (a dead job: purge it).`,
 			if err != nil {
 				return err
 			}
-			if err := a.connect(); err != nil {
+			ctx, cancel, err := a.openQueue(queue)
+			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx()
 			defer cancel()
-			if err := a.requireQueue(ctx, queue); err != nil {
-				return err
-			}
 			state, err := a.bus.Cancel(ctx, queue, id)
 			if err != nil {
 				return err

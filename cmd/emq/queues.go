@@ -62,6 +62,21 @@ none). Queues only raw scripts wrote to are not in the registry.`,
 	}
 }
 
+// openQueue connects, and starts the command's deadline, for a command on the queue name,
+// which must be in the registry (requireQueue). The caller defers cancel; on error there is
+// nothing to cancel.
+func (a *app) openQueue(name string) (ctx context.Context, cancel context.CancelFunc, err error) {
+	if err := a.connect(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel = a.ctx()
+	if err := a.requireQueue(ctx, name); err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return ctx, cancel, nil
+}
+
 // requireQueue refuses a queue name that is malformed (exit 2) or not in the registry
 // (exit 3), so that a typo does not read as an empty queue.
 func (a *app) requireQueue(ctx context.Context, name string) error {

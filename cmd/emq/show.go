@@ -90,14 +90,11 @@ purged).`,
 			if err != nil {
 				return err
 			}
-			if err := a.connect(); err != nil {
+			ctx, cancel, err := a.openQueue(args[0])
+			if err != nil {
 				return err
 			}
-			ctx, cancel := a.ctx()
 			defer cancel()
-			if err := a.requireQueue(ctx, args[0]); err != nil {
-				return err
-			}
 			info, err := a.bus.Lookup(ctx, args[0], id)
 			if err != nil {
 				return err
