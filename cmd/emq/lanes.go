@@ -271,10 +271,7 @@ is read through emq lanes.)`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			queue, lane := args[0], args[1]
-			if err := laneName(lane); err != nil {
-				return err
-			}
-			ctx, cancel, err := a.openQueue(queue)
+			ctx, cancel, err := a.openLane(queue, lane)
 			if err != nil {
 				return err
 			}
@@ -308,12 +305,13 @@ func (a *app) printLane(o oneLane) {
 	})
 }
 
-// laneName refuses a malformed lane name (exit 2).
-func laneName(lane string) error {
+// openLane is openQueue for a command on one lane of the queue, after refusing a malformed
+// lane name (exit 2).
+func (a *app) openLane(queue, lane string) (context.Context, context.CancelFunc, error) {
 	if err := keys.ValidateLane(lane); err != nil {
-		return usagef("%v", err)
+		return nil, nil, usagef("%v", err)
 	}
-	return nil
+	return a.openQueue(queue)
 }
 
 // laneVerb is PauseLane or ResumeLane.
@@ -326,10 +324,7 @@ func laneVerbCmd(a *app, use, action, short string, verb laneVerb) *cobra.Comman
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			queue, lane := args[0], args[1]
-			if err := laneName(lane); err != nil {
-				return err
-			}
-			ctx, cancel, err := a.openQueue(queue)
+			ctx, cancel, err := a.openLane(queue, lane)
 			if err != nil {
 				return err
 			}
