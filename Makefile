@@ -53,11 +53,12 @@ screenshots: ## Rewrite docs/dash-overview.png, docs/dash-job.png and docs/dash-
 	bash .ci/install-chromium
 	cd $(BROWSER) && ECHO_BROWSER_REQUIRED=1 ECHO_DASH_SCREENSHOTS=1 go test -count=1 -run 'TestDashboardInBrowser' ./...
 
-fuzz: ## Fuzz keys/ (FuzzParse) and the JSON codecs' parity with encoding/json (FuzzParity, FuzzMarshalParity, FuzzTimeParity), 60 s each
+fuzz: ## Fuzz keys/ (FuzzParse), the JSON codecs' parity with encoding/json (FuzzParity, FuzzMarshalParity, FuzzTimeParity) and the msgpack decoder's with its library (FuzzParity), 60 s each
 	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/
 	go test -run '^$$' -fuzz='^FuzzParity$$' -fuzztime=60s ./internal/jsonfmt/
 	go test -run '^$$' -fuzz='^FuzzMarshalParity$$' -fuzztime=60s ./internal/jsonfmt/
 	go test -run '^$$' -fuzz='^FuzzTimeParity$$' -fuzztime=60s ./internal/jsonfmt/
+	go test -run '^$$' -fuzz='^FuzzParity$$' -fuzztime=60s ./internal/msgpackfmt/
 
 .PHONY: bench bench-check bench-quick bench-profile
 

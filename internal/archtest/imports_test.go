@@ -29,13 +29,14 @@ var allowed = map[string][]string{
 	"topic":  {"keys", "lua"},
 	"bus":    {"keys", "lua", "topic", "internal/panics", "internal/jsonfmt"},
 	"tables": {"keys"},
-	"cache":  {"keys", "lua", "tables", "topic", "internal/panics", "internal/jsonfmt"},
+	"cache":  {"keys", "lua", "tables", "topic", "internal/panics", "internal/jsonfmt", "internal/msgpackfmt"},
 
 	// Helpers. internal/valkeytest may appear in no list: only tests import it.
 	"internal/valkeytest": {"keys"},
 	"internal/archtest":   {},
 	"internal/panics":     {},
 	"internal/jsonfmt":    {},
+	"internal/msgpackfmt": {},
 	// The protocol's document is generated from the grammar and the script headers; the
 	// conformance vectors' runner is all test files.
 	"internal/protocolgen": {"keys", "lua"},
