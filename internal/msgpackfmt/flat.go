@@ -56,11 +56,15 @@ func (p *plan) decode(data []byte, v unsafe.Pointer) bool {
 	return true
 }
 
-// lookup finds the field named name, trying first the one after the last found.
+// lookup finds the field named name, trying first the one after the last found (the only
+// one a strict plan tries).
 func (p *plan) lookup(name []byte, next *int) *field {
 	if k := *next; k < len(p.fields) && string(name) == p.fields[k].name {
 		*next = k + 1
 		return &p.fields[k]
+	}
+	if p.strict {
+		return nil
 	}
 	for k := range p.fields {
 		if string(name) == p.fields[k].name {

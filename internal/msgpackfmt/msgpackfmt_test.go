@@ -68,6 +68,11 @@ type (
 	customRow struct{ A int }
 	textLabel string
 	withText  struct{ L textLabel }
+	// omitted has an omitempty bool where a false probe value would leave it out.
+	omitted struct {
+		A int  `json:"a"`
+		B bool `json:"b,omitempty"`
+	}
 )
 
 func (c *customRow) DecodeMsgpack(d *msgpack.Decoder) error { return d.Decode(&c.A) }
@@ -77,6 +82,7 @@ func TestFlatTypes(t *testing.T) {
 	assert.NotNil(t, planFor[row](), "row")
 	assert.NotNil(t, planFor[allKinds](), "allKinds")
 	assert.NotNil(t, planFor[struct{}](), "an empty struct")
+	assert.NotNil(t, planFor[omitted](), "an omitempty bool")
 	assert.Nil(t, planFor[withTime](), "a time.Time field (an extension)")
 	assert.Nil(t, planFor[withBytes](), "a []byte field")
 	assert.Nil(t, planFor[withPointer](), "a pointer field")
