@@ -10,8 +10,9 @@
 // the struct nor a field's type a decoder of its own (msgpack.CustomDecoder,
 // msgpack.Unmarshaler, encoding.BinaryUnmarshaler, encoding.TextUnmarshaler). Whether a type
 // is flat is decided once per type and then checked against the library itself: a probe
-// value the library encodes must decode here to the same value, under the names the library
-// wrote and read back. A type that fails any of it is read by the library alone.
+// value, every field set, is encoded by the library, which must write the names this package
+// gave the fields, in their order, and both decoders must read the probe back. A type that
+// fails any of it is read by the library alone.
 //
 // The decoder reads what the library writes for such a struct (a map of its field names to
 // their values) and what the library accepts in its place for every field kind (any integer
