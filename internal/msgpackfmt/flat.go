@@ -196,39 +196,8 @@ func (f *field) decode(b []byte, i int, p unsafe.Pointer) (int, bool) {
 			return 0, false
 		}
 		return i + 1, true
-	case kindFloat32:
-		if b[i] == codeFloat {
-			if len(b)-i < 5 {
-				return 0, false
-			}
-			*(*float32)(p) = math.Float32frombits(binary.BigEndian.Uint32(b[i+1:]))
-			return i + 5, true
-		}
-		x, next, ok := intAt(b, i)
-		if ok {
-			*(*float32)(p) = float32(x)
-		}
-		return next, ok
-	case kindFloat64:
-		switch b[i] {
-		case codeFloat:
-			if len(b)-i < 5 {
-				return 0, false
-			}
-			*(*float64)(p) = float64(math.Float32frombits(binary.BigEndian.Uint32(b[i+1:])))
-			return i + 5, true
-		case codeDouble:
-			if len(b)-i < 9 {
-				return 0, false
-			}
-			*(*float64)(p) = math.Float64frombits(binary.BigEndian.Uint64(b[i+1:]))
-			return i + 9, true
-		}
-		x, next, ok := intAt(b, i)
-		if ok {
-			*(*float64)(p) = float64(x)
-		}
-		return next, ok
+	case kindFloat32, kindFloat64:
+		return f.decodeFloat(b, i, p)
 	}
 	x, next, ok := intAt(b, i)
 	if !ok {
@@ -257,4 +226,32 @@ func (f *field) decode(b []byte, i int, p unsafe.Pointer) (int, bool) {
 		*(*uint64)(p) = uint64(x)
 	}
 	return next, true
+}
+
+// decodeFloat reads a float field's value at b[i] as the library does: a float (widened for
+// a float64 field), a double for a float64 field only, or any integer, converted.
+func (f *field) decodeFloat(b []byte, i int, p unsafe.Pointer) (int, bool) {
+	wide := f.kind == kindFloat64
+	switch {
+	case b[i] == codeFloat && len(b)-i >= 5:
+		v := math.Float32frombits(binary.BigEndian.Uint32(b[i+1:]))
+		if wide {
+			*(*float64)(p) = float64(v)
+		} else {
+			*(*float32)(p) = v
+		}
+		return i + 5, true
+	case b[i] == codeDouble && wide && len(b)-i >= 9:
+		*(*float64)(p) = math.Float64frombits(binary.BigEndian.Uint64(b[i+1:]))
+		return i + 9, true
+	}
+	x, next, ok := intAt(b, i) // refuses a float or a double it did not read above
+	if ok {
+		if wide {
+			*(*float64)(p) = float64(x)
+		} else {
+			*(*float32)(p) = float32(x)
+		}
+	}
+	return next, ok
 }
