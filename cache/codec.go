@@ -4,12 +4,14 @@ import (
 	"unsafe"
 
 	"github.com/echocache/echocache/internal/jsonfmt"
+	"github.com/echocache/echocache/internal/panics"
 )
 
 // Codec encodes values for L2. L1 keeps values decoded, so a codec runs on fills and L2
 // reads only, never on an L1 hit. Implementations must be safe for concurrent use; Unmarshal
 // must not keep data after it returns. A Marshal that panics fails the read with a
-// *[PanicError], and the fill gives its lease back, so no process waits on it.
+// *[PanicError], and the fill gives its lease back, so no process waits on it; an Unmarshal
+// that panics makes the row unreadable, and the read refills it.
 type Codec[V any] interface {
 	Marshal(v V) ([]byte, error)
 	Unmarshal(data []byte, v *V) error
@@ -39,8 +41,15 @@ type stringDecoder[V any] interface {
 	UnmarshalString(data string, v *V) error
 }
 
-// decode decodes a row payload with the table's codec.
-func decode[V any](c Codec[V], payload string, v *V) error {
+// decode decodes a row payload with the table's codec. A codec that panics reports the panic
+// as its error (a *[PanicError]): the row is unreadable, counted and refilled like any row
+// that does not decode, and the read goes on.
+func decode[V any](c Codec[V], payload string, v *V) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = panics.New("cache: codec", p)
+		}
+	}()
 	if d, ok := c.(stringDecoder[V]); ok {
 		return d.UnmarshalString(payload, v)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/tables"
 )
 
@@ -101,4 +103,42 @@ func TestCodecs(t *testing.T) {
 			require.ErrorContains(t, err, "CompressAbove")
 		})
 	})
+}
+
+// event and eventDraft share a table's rows: a draft's missing time is written as nil, on
+// which the msgpack library panics when it decodes a time.Time.
+type (
+	event struct {
+		ID string    `json:"id"`
+		At time.Time `json:"at"`
+	}
+	eventDraft struct {
+		ID string     `json:"id"`
+		At *time.Time `json:"at"`
+	}
+)
+
+// TestCodecPanicRefills: a row whose decode panics is unreadable: the read refills it and
+// counts it corrupt, and nothing panics in the caller.
+func TestCodecPanicRefills(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := valkeytest.Shared(t).Client(t)
+	spec := tables.Spec{Name: tableName(t), L1TTL: tables.Off, L2Timeout: relaxedL2}
+	drafts, err := cache.NewTable(newCache(t, client), spec, func(_ context.Context, id string) (eventDraft, error) {
+		return eventDraft{ID: id}, nil
+	}, &cache.TableOpts[string, eventDraft]{Codec: cache.Msgpack[eventDraft]{}})
+	require.NoError(t, err)
+	require.NoError(t, drafts.Set(ctx, "e1", eventDraft{ID: "e1"}))
+
+	at := time.Unix(1_700_000_000, 0)
+	events, err := cache.NewTable(newCache(t, client), spec, func(_ context.Context, id string) (event, error) {
+		return event{ID: id, At: at}, nil
+	}, &cache.TableOpts[string, event]{Codec: cache.Msgpack[event]{}})
+	require.NoError(t, err)
+	got, tier, err := events.Lookup(ctx, "e1")
+	require.NoError(t, err)
+	require.Equal(t, cache.TierFill, tier)
+	require.True(t, at.Equal(got.At))
+	require.Equal(t, int64(1), events.Stats().CorruptRows)
 }

@@ -3,32 +3,37 @@ package msgpackfmt
 import (
 	"encoding/binary"
 	"math"
+	"time"
 	"unsafe"
 )
 
 // The MessagePack codes the flat decoder reads.
 const (
-	codeNil    = 0xc0
-	codeFalse  = 0xc2
-	codeTrue   = 0xc3
-	codeBin8   = 0xc4
-	codeBin16  = 0xc5
-	codeBin32  = 0xc6
-	codeFloat  = 0xca
-	codeDouble = 0xcb
-	codeUint8  = 0xcc
-	codeUint16 = 0xcd
-	codeUint32 = 0xce
-	codeUint64 = 0xcf
-	codeInt8   = 0xd0
-	codeInt16  = 0xd1
-	codeInt32  = 0xd2
-	codeInt64  = 0xd3
-	codeStr8   = 0xd9
-	codeStr16  = 0xda
-	codeStr32  = 0xdb
-	codeMap16  = 0xde
-	codeMap32  = 0xdf
+	codeNil     = 0xc0
+	codeFalse   = 0xc2
+	codeTrue    = 0xc3
+	codeBin8    = 0xc4
+	codeBin16   = 0xc5
+	codeBin32   = 0xc6
+	codeFloat   = 0xca
+	codeDouble  = 0xcb
+	codeUint8   = 0xcc
+	codeUint16  = 0xcd
+	codeUint32  = 0xce
+	codeUint64  = 0xcf
+	codeInt8    = 0xd0
+	codeInt16   = 0xd1
+	codeInt32   = 0xd2
+	codeInt64   = 0xd3
+	codeStr8    = 0xd9
+	codeStr16   = 0xda
+	codeStr32   = 0xdb
+	codeMap16   = 0xde
+	codeMap32   = 0xdf
+	codeExt8    = 0xc7
+	codeFixExt4 = 0xd6
+	codeFixExt8 = 0xd7
+	timeExt     = 0xff // the timestamp extension's type, -1
 )
 
 // decode reads data, a map of field names to values, into the struct at v. It reports
@@ -198,6 +203,8 @@ func (f *field) decode(b []byte, i int, p unsafe.Pointer) (int, bool) {
 		return i + 1, true
 	case kindFloat32, kindFloat64:
 		return f.decodeFloat(b, i, p)
+	case kindTime:
+		return decodeTime(b, i, p)
 	}
 	x, next, ok := intAt(b, i)
 	if !ok {
@@ -254,4 +261,32 @@ func (f *field) decodeFloat(b []byte, i int, p unsafe.Pointer) (int, bool) {
 		}
 	}
 	return next, ok
+}
+
+// decodeTime reads a time.Time at b[i] as the library does for a time.Time field: the
+// timestamp extension (type -1) in the forms the library writes (4 bytes of seconds, 8 bytes
+// of nanoseconds and seconds, 12 bytes of nanoseconds then seconds) is time.Unix of it, the
+// zero time in UTC. Any other form is left to the library: the few more it reads, and nil,
+// on which the library (v5.4.1) panics.
+func decodeTime(b []byte, i int, p unsafe.Pointer) (int, bool) {
+	var sec, nsec int64
+	next := 0
+	switch {
+	case b[i] == codeFixExt4 && len(b)-i >= 6 && b[i+1] == timeExt:
+		sec, next = int64(binary.BigEndian.Uint32(b[i+2:])), i+6
+	case b[i] == codeFixExt8 && len(b)-i >= 10 && b[i+1] == timeExt:
+		v := binary.BigEndian.Uint64(b[i+2:])
+		sec, nsec, next = int64(v&0x3ffffffff), int64(v>>34), i+10
+	case b[i] == codeExt8 && len(b)-i >= 15 && b[i+1] == 12 && b[i+2] == timeExt:
+		nsec = int64(binary.BigEndian.Uint32(b[i+3:]))
+		sec, next = int64(binary.BigEndian.Uint64(b[i+7:])), i+15
+	default:
+		return 0, false
+	}
+	t := time.Unix(sec, nsec)
+	if t.IsZero() {
+		t = t.UTC()
+	}
+	*(*time.Time)(p) = t
+	return next, true
 }

@@ -5,22 +5,24 @@
 //
 // A flat struct is a struct whose fields (the exported ones the library names: by their
 // msgpack tag, else their json tag, else their Go name; "-" leaves one out) are all of kinds
-// bool, int, int8 to int64, uint, uint8 to uint64, float32, float64 or string, with no tag
-// option the library reads on decode (intern, alias, inline), no embedded field, and neither
-// the struct nor a field's type a decoder of its own (msgpack.CustomDecoder,
-// msgpack.Unmarshaler, encoding.BinaryUnmarshaler, encoding.TextUnmarshaler). Whether a type
-// is flat is decided once per type and then checked against the library itself: a probe
-// value, every field set, is encoded by the library, which must write the names this package
-// gave the fields, in their order, and both decoders must read the probe back. A type that
-// fails any of it is read by the library alone.
+// bool, int, int8 to int64, uint, uint8 to uint64, float32, float64 or string, or of type
+// time.Time (the library's timestamp extension), with no tag option the library reads on
+// decode (intern, alias, inline), no embedded field, and neither the struct nor a field's
+// type (time.Time aside) a decoder of its own (msgpack.CustomDecoder, msgpack.Unmarshaler,
+// encoding.BinaryUnmarshaler, encoding.TextUnmarshaler). Whether a type is flat is decided
+// once per type and then checked against the library itself: a probe value, every field
+// set, is encoded by the library, which must write the names this package gave the fields,
+// in their order, and both decoders must read the probe back. A type that fails any of it
+// is read by the library alone.
 //
 // The decoder reads what the library writes for such a struct (a map of its field names to
 // their values) and what the library accepts in its place for every field kind (any integer
 // encoding for a number, nil for a zero, bin for a string, a float for a float32 or
-// float64). At the first byte it does not read as the library would (an unknown field,
-// which the library skips; nil or an array for the whole struct; a truncated input; a code
-// the field's kind refuses), it restores the value and hands the input to the library, so
-// the result, an error included, is always the library's. FuzzParity checks it.
+// float64; a time only in the three forms the library writes). At the first byte it does not
+// read as the library would (an unknown field, which the library skips; nil or an array for
+// the whole struct; a truncated input; a code the field's kind refuses; nil for a time, on
+// which the library panics), it restores the value and hands the input to the library, so
+// the result, an error or a panic included, is always the library's. FuzzParity checks it.
 //
 // [cache.Msgpack]: https://pkg.go.dev/github.com/echocache/echocache/cache#Msgpack
 package msgpackfmt

@@ -48,7 +48,14 @@ type allKinds struct {
 }
 
 type (
-	withTime     struct{ T time.Time }
+	withTime struct{ T time.Time }
+	// stamped is a row with timestamps, the most common field beyond the scalars.
+	stamped struct {
+		ID      int64     `json:"id"`
+		Created time.Time `json:"created"`
+		Updated time.Time `json:"updated,omitempty"`
+		Note    string    `json:"note"`
+	}
 	withBytes    struct{ B []byte }
 	withPointer  struct{ P *int }
 	withEmbedded struct {
@@ -83,7 +90,8 @@ func TestFlatTypes(t *testing.T) {
 	assert.NotNil(t, planFor[allKinds](), "allKinds")
 	assert.NotNil(t, planFor[struct{}](), "an empty struct")
 	assert.NotNil(t, planFor[omitted](), "an omitempty bool")
-	assert.Nil(t, planFor[withTime](), "a time.Time field (an extension)")
+	assert.NotNil(t, planFor[withTime](), "a time.Time field")
+	assert.NotNil(t, planFor[stamped](), "a row with times")
 	assert.Nil(t, planFor[withBytes](), "a []byte field")
 	assert.Nil(t, planFor[withPointer](), "a pointer field")
 	assert.Nil(t, planFor[withEmbedded](), "an embedded struct")
@@ -112,6 +120,20 @@ func TestRoundTrip(t *testing.T) {
 	require.NoError(t, libraryUnmarshal(data, &lib))
 	assert.Equal(t, in, flat)
 	assert.Equal(t, lib, flat)
+
+	// Every form the library writes a time in: 4 bytes (whole seconds), 8 (nanoseconds), 12
+	// (before 1970 or past 2514), and the zero time.
+	for _, at := range []time.Time{time.Unix(1_700_000_000, 0), time.Unix(1_700_000_000, 999_999_999),
+		time.Unix(-1, 5), time.Unix(1<<35, 7), {}, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)} {
+		in := stamped{ID: 1, Created: at, Note: "n"}
+		data, err := Marshal(in)
+		require.NoError(t, err)
+		var flat, lib stamped
+		require.True(t, planFor[stamped]().decode(data, unsafe.Pointer(&flat)), "%v", at)
+		require.NoError(t, libraryUnmarshal(data, &lib))
+		assert.Equal(t, lib, flat, "%v", at)
+		assert.True(t, at.Equal(flat.Created), "%v", at)
+	}
 
 	r := row{ID: 42, Name: "Ada", Email: "ada@example.com", Balance: -5, Active: true}
 	data, err = Marshal(r)
@@ -143,11 +165,11 @@ func TestFallback(t *testing.T) {
 		}
 		assert.Equal(t, want, got, name)
 	}
-	var s withTime
-	data, err := Marshal(withTime{T: time.Unix(5, 0).UTC()})
+	var s withBytes
+	data, err := Marshal(withBytes{B: []byte("x")})
 	require.NoError(t, err)
 	require.NoError(t, Unmarshal(data, &s), "a type that is not flat is the library's")
-	assert.True(t, s.T.Equal(time.Unix(5, 0)))
+	assert.Equal(t, []byte("x"), s.B)
 	assert.Error(t, Unmarshal[row](data, nil), "a nil pointer is refused by the library")
 }
 
@@ -184,6 +206,14 @@ func parityInputs(t testing.TB) [][]byte {
 			U32: 1 << 31, U64: 1 << 63, F32: -0.5, F64: math.Inf(1), S: "s", L: "l", Own: -1}),
 		enc(allKinds{}),
 		enc(row{ID: 1, Name: "n", Email: "e", Balance: 2}),
+		enc(stamped{ID: 1, Created: time.Unix(1_700_000_000, 0), Updated: time.Unix(1_700_000_000, 5), Note: "x"}),
+		enc(stamped{Created: time.Unix(-5, 1), Updated: time.Unix(1<<40, 0)}),
+		m("created", nil), // the library panics
+		m("updated", "2026-01-02T03:04:05Z"),
+		m("created", []any{1, 2}),
+		{0x81, 0xa7, 'c', 'r', 'e', 'a', 't', 'e', 'd', codeFixExt4, 13, 0, 0, 0, 1},
+		{0x81, 0xa7, 'c', 'r', 'e', 'a', 't', 'e', 'd', codeExt8, 4, timeExt, 0, 0, 0, 1},
+		{0x81, 0xa7, 'c', 'r', 'e', 'a', 't', 'e', 'd', codeExt8, 12, timeExt, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 9},
 		m("i8", 1000, "u8", -1, "u", -5, "i", uint64(math.MaxUint64), "f32", 7, "f64", float32(1.5), "own", 3.5),
 		m("s", nil, "B", nil, "i", nil, "f64", nil, "f32", nil, "l", []byte("bin")),
 		m("f32", 1e300, "B", 1),
@@ -225,19 +255,30 @@ func FuzzParity(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkParity(t, data, allKinds{B: true, I: 1, S: "before", F64: 2, L: "x", Skipped: "kept", hidden: 3})
 		checkParity(t, data, row{ID: 9, Name: "before"})
+		checkParity(t, data, stamped{ID: 3, Created: time.Unix(77, 0), Note: "before"})
 	})
 }
 
 func checkParity[V any](t *testing.T, data []byte, seed V) {
 	want, got := seed, seed
-	werr := libraryUnmarshal(data, &want)
-	gerr := Unmarshal(data, &got)
+	werr, wpanic := decodeRecovering(libraryUnmarshal, data, &want)
+	gerr, gpanic := decodeRecovering(func(d []byte, v any) error { return Unmarshal(d, v.(*V)) }, data, &got)
+	require.Equal(t, wpanic, gpanic, "input %x: panics", data)
+	if wpanic != nil {
+		return // the library panicked, and so did Unmarshal, by handing it the input
+	}
 	if werr == nil {
 		require.NoError(t, gerr, "input %x", data)
 	} else {
 		require.EqualError(t, gerr, werr.Error(), "input %x", data)
 	}
 	require.True(t, sameBits(reflect.ValueOf(want), reflect.ValueOf(got)), "input %x: library %+v, Unmarshal %+v", data, want, got)
+}
+
+// decodeRecovering runs decode, turning a panic into its value.
+func decodeRecovering(decode func([]byte, any) error, data []byte, v any) (err error, panicked any) {
+	defer func() { panicked = recover() }()
+	return decode(data, v), nil
 }
 
 // sameBits is reflect.DeepEqual for flat structs with floats compared bit for bit.
@@ -257,6 +298,10 @@ func sameBits(a, b reflect.Value) bool {
 			if x.Bool() != y.Bool() {
 				return false
 			}
+		case reflect.Struct: // a time.Time: its wall clock, monotonic part and location
+			if x.Interface() != y.Interface() {
+				return false
+			}
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			if x.Int() != y.Int() {
 				return false
@@ -274,6 +319,7 @@ func TestParityInputs(t *testing.T) {
 	for _, in := range parityInputs(t) {
 		checkParity(t, in, allKinds{B: true, I: 1, S: "before"})
 		checkParity(t, in, row{ID: 9, Name: "before"})
+		checkParity(t, in, stamped{ID: 3, Created: time.Unix(77, 0), Note: "before"})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -28,7 +29,11 @@ const (
 	kindFloat32
 	kindFloat64
 	kindString
+	kindTime // time.Time, which the library reads as its timestamp extension
 )
+
+// timeType is time.Time, the one struct type a flat struct's field may have.
+var timeType = reflect.TypeFor[time.Time]()
 
 var kinds = map[reflect.Kind]kind{
 	reflect.Bool: kindBool, reflect.Int: kindInt, reflect.Int8: kindInt8, reflect.Int16: kindInt16,
@@ -112,7 +117,9 @@ func build(t reflect.Type) *plan {
 			continue
 		}
 		k, ok := kinds[f.Type.Kind()]
-		if !ok || ownCodec(f.Type) {
+		if f.Type == timeType {
+			k, ok = kindTime, true
+		} else if !ok || ownCodec(f.Type) {
 			return nil
 		}
 		if name == "" {
@@ -171,6 +178,8 @@ func (p *plan) agrees(t reflect.Type) bool {
 			v.SetFloat(float64(n) + 0.5)
 		case reflect.String:
 			v.SetString("probe-" + strconv.Itoa(n))
+		case reflect.Struct: // a time.Time
+			v.Set(reflect.ValueOf(time.Unix(1_700_000_000+int64(n), int64(n))))
 		}
 	}
 	data, err := Marshal(probe.Addr().Interface())
