@@ -37,9 +37,9 @@
 // goroutine, until a connection is first used by two goroutines at once; from then on, for
 // good, every command on it goes through the connection's writer and reader goroutines,
 // which costs a few goroutine hand-offs per round trip (on this machine a raw GET in that
-// mode takes about 1.2 times as long as one in the first). A cache or a bus always reaches that mode (its subscriber, reconcile
-// and stats run beside the reads), so a raw baseline on a fresh client would measure the
-// other mode of the connection rather than our code.
+// mode takes about 1.2 times as long as one in the first). A cache or a bus always reaches
+// that mode (its subscriber, reconcile and stats run beside the reads), so a raw baseline on
+// a fresh client would measure the other mode of the connection rather than our code.
 //
 // The seed's published figures ([SeedL1HitNs], [SeedL2GetNs],
 // [SeedL1L2Ratio]) are constants here so that the report and the benchmarks

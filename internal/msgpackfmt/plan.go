@@ -75,8 +75,9 @@ func planFor[V any]() *plan {
 	return p
 }
 
-// decoderTypes are the interfaces through which a type decodes itself in the library.
-var decoderTypes = []reflect.Type{
+// selfCodecTypes are the interfaces through which a type encodes or decodes itself in the
+// library.
+var selfCodecTypes = []reflect.Type{
 	reflect.TypeFor[msgpack.CustomDecoder](), reflect.TypeFor[msgpack.Unmarshaler](),
 	reflect.TypeFor[encoding.BinaryUnmarshaler](), reflect.TypeFor[encoding.TextUnmarshaler](),
 	reflect.TypeFor[msgpack.CustomEncoder](), reflect.TypeFor[msgpack.Marshaler](),
@@ -85,7 +86,7 @@ var decoderTypes = []reflect.Type{
 
 // ownCodec reports whether t or *t encodes or decodes itself in the library.
 func ownCodec(t reflect.Type) bool {
-	for _, it := range decoderTypes {
+	for _, it := range selfCodecTypes {
 		if t.Implements(it) || reflect.PointerTo(t).Implements(it) {
 			return true
 		}
