@@ -2,8 +2,10 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -227,9 +229,19 @@ func (b *Bus) ListLanes(ctx context.Context, queue string, opts *LanesOpts) (Lan
 	if err != nil {
 		return LanePage{}, err
 	}
-	var cursor uint64
+	// A cursor of the hashes (laneactive, lanes) may carry "+<skip>": HSCAN answers a batch of
+	// any size (a small hash whole), and the page went as far as skip into it.
+	var cursor, skip uint64
 	if o.Cursor != "" {
-		if cursor, err = strconv.ParseUint(o.Cursor, 10, 64); err != nil {
+		cur, rest, hasSkip := strings.Cut(o.Cursor, "+")
+		cursor, err = strconv.ParseUint(cur, 10, 64)
+		if err == nil && hasSkip {
+			skip, err = strconv.ParseUint(rest, 10, 64)
+			if o.Set != keys.LaneActive && o.Set != keys.Lanes {
+				err = errors.New("not a cursor of this set")
+			}
+		}
+		if err != nil {
 			return LanePage{}, fmt.Errorf("%w: %s in queue %s: cursor %q", ErrInvalid, op, queue, o.Cursor)
 		}
 	}
@@ -261,7 +273,11 @@ func (b *Bus) ListLanes(ctx context.Context, queue string, opts *LanesOpts) (Lan
 		for i := 0; i < len(e.Elements); i += 2 {
 			p.Lanes = append(p.Lanes, e.Elements[i])
 		}
-		if e.Cursor != 0 {
+		p.Lanes = p.Lanes[min(skip, uint64(len(p.Lanes))):]
+		switch {
+		case len(p.Lanes) > limit: // the rest of this batch is the next page's
+			p.Lanes, p.Next = p.Lanes[:limit], strconv.FormatUint(cursor, 10)+"+"+strconv.FormatUint(skip+uint64(limit), 10)
+		case e.Cursor != 0:
 			p.Next = strconv.FormatUint(e.Cursor, 10)
 		}
 	default:

@@ -234,6 +234,7 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 	var runs []lua.Run
 	var fires []fire
 	next := int64(-1)
+	failed := false // a fire was not answered by the script
 	for i := range rows {
 		r := &rows[i]
 		if r.err != nil {
@@ -265,11 +266,18 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 		cancel()
 		for i, res := range results(replies) {
 			s.fired1(fires[i], res)
+			failed = failed || transient(res.err)
 		}
 	}
 	wait := time.Until(s.refreshAt)
 	if next >= 0 {
 		wait = min(wait, time.Duration(next-nowMs)*time.Millisecond-time.Since(read))
+	}
+	if failed {
+		// A fire the server did not apply (a broken connection, OOM, a failover) is tried again
+		// soon, as a failed pass is: waiting for the next tick would lose this one under
+		// MissedLatest and MissedSkip.
+		wait = min(wait, schedulerRetry, s.cfg.Refresh)
 	}
 	return wait, nil
 }

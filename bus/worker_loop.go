@@ -235,11 +235,16 @@ func (l *loop) plan() (claim int, beat, due bool) {
 	return claim, beat, due
 }
 
-// backOff follows a round trip the server did not answer: the next one waits, doubling from
-// 50 ms up to 2 s; past Close's deadline the outcomes are abandoned instead.
-func (l *loop) backOff() {
+// backOff follows a round trip rt the server did not answer: the next one waits, doubling
+// from 50 ms up to 2 s. Past Close's deadline, the outcomes of a round trip sent before it
+// (which the deadline cut short) go out again at once, within handBackTimeout; those of a
+// round trip sent after it are abandoned.
+func (l *loop) backOff(rt *roundTrip) {
 	l.errWait = min(max(l.errWait*2, 50*time.Millisecond), 2*time.Second)
 	if l.pastDeadline {
+		if rt.handBackBy.IsZero() {
+			return // cut short by hardCtx, not refused by the server: send again, bounded by handBackBy
+		}
 		l.abandon() // the server is not answering and the deadline has passed
 		return
 	}
@@ -321,6 +326,9 @@ func (l *loop) cancelHandlers() {
 	l.hard = nil
 	l.pastDeadline = true
 	l.handBackBy = time.Now().Add(handBackTimeout)
+	// What waits for a backoff goes out now: every round trip from here on ends by handBackBy.
+	l.waitingRetry = false
+	l.retryTimer.Stop()
 	for r := range l.held {
 		if r.returned || r.lost {
 			continue

@@ -92,7 +92,7 @@ func (l *loop) apply(rt *roundTrip) {
 		l.w.log.Error("bus: worker: round trip", "err", rt.err)
 		l.outcomes = append(rt.sending, l.outcomes...)
 		l.hungry = l.hungry || rt.claim > 0
-		l.backOff()
+		l.backOff(rt)
 		return
 	}
 	ok := true
@@ -108,7 +108,7 @@ func (l *loop) apply(rt *roundTrip) {
 	if ok {
 		l.errWait = 0
 	} else {
-		l.backOff()
+		l.backOff(rt)
 	}
 }
 
