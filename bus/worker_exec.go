@@ -248,7 +248,8 @@ func (l *loop) handBack(r *inflight) {
 }
 
 // start takes claimed jobs: each is held from now on and handed to the executor. A job with
-// nothing to run (no envelope, an unknown kind) has its outcome queued at once.
+// nothing to run (no envelope, an unknown kind) has its outcome queued at once; past Close's
+// deadline a job is handed back instead of started.
 func (l *loop) start(rs []*inflight) {
 	w := l.w
 	run := rs[:0:0]
@@ -264,6 +265,12 @@ func (l *loop) start(rs []*inflight) {
 			if errors.Is(r.preErr, ErrUnknownKind) {
 				r.err, r.preErr = r.preErr, nil
 			}
+			continue
+		}
+		if l.pastDeadline {
+			// Claimed by a round trip whose reply came after Close's deadline: the handlers
+			// were cancelled already, so this one must not start with a context nothing cancels.
+			l.handBack(r)
 			continue
 		}
 		run = append(run, r)
