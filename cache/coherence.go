@@ -132,8 +132,10 @@ type tableState struct {
 	last    string
 	recent  [recentLen]position
 	recentI int
-	// flushGen counts flushes, so a reconcile can tell one happened while it waited.
-	flushGen atomic.Int64
+	// gapFrom is the position a gap left ("" token: none since the last check): a reconcile
+	// compares the record's chain with it, since new writes after a record went back in time
+	// may show only as a gap (their messages lost too).
+	gapFrom position
 	// onRegression is called (without mu) when a message or a reconcile finds the record
 	// gone back in time; set once by add.
 	onRegression func()
@@ -357,7 +359,6 @@ func (co *coherence) handle(ev topic.Event) {
 
 func (ts *tableState) flush() {
 	ts.flushes.Add(1)
-	ts.flushGen.Add(1)
 	ts.core.flushL1()
 }
 

@@ -128,6 +128,10 @@ func (t *Table[K, V]) fillFlight(callerCtx context.Context, id K, idStr, key str
 			acquired, err = t.reclaim(ctx, key, rd.val, token, t.spec.LeaseTTL())
 		}
 		if err != nil {
+			if unreachable(err) {
+				// The lease may have landed before its reply was lost (see get).
+				t.releaseLater(token, key)
+			}
 			return nil, t.fillErr(ctx, idStr, "taking the fill lease", err)
 		}
 		if acquired {

@@ -39,12 +39,12 @@ func (t *Table[K, V]) unoffer(ctx context.Context, idStr, key, token string) {
 	t.release(rctx, key, token)
 }
 
-// releaseLater gives back, in the background, a lease a read may have taken before its reply
-// was lost (a timeout, a broken connection): cache_fill releases it only if the row still
-// holds it. It tries for one LeaseTTL, every L2Timeout while the breaker lets reads through,
-// then leaves the lease to expire.
-func (t *Table[K, V]) releaseLater(key, token string) {
-	if !t.c.enter() {
+// releaseLater gives back, in the background, the leases (of token, on keys) a read may have
+// taken before its reply was lost (a timeout, a broken connection): cache_fill releases each
+// only if its row still holds it. It tries for one LeaseTTL, every L2Timeout while the breaker
+// lets reads through, then leaves the leases to expire.
+func (t *Table[K, V]) releaseLater(token string, keys ...string) {
+	if len(keys) == 0 || !t.c.enter() {
 		return
 	}
 	go func() {
@@ -55,10 +55,16 @@ func (t *Table[K, V]) releaseLater(key, token string) {
 		defer tick.Stop()
 		for {
 			if t.c.brk.allow() { // while the breaker is open, Valkey is not asked
-				bctx, bcancel := t.l2ctx(ctx)
-				_, err := t.c.finishFill(bctx, key, token, "", 1)
-				bcancel()
-				if err == nil || !unreachable(err) {
+				left := keys[:0]
+				for _, key := range keys {
+					bctx, bcancel := t.l2ctx(ctx)
+					_, err := t.c.finishFill(bctx, key, token, "", 1)
+					bcancel()
+					if err != nil && unreachable(err) {
+						left = append(left, key)
+					}
+				}
+				if keys = left; len(keys) == 0 {
 					return
 				}
 			}

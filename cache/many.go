@@ -143,11 +143,15 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		absentKeys[j] = keys[i]
 	}
 	acquired, lerr := t.leaseMany(ctx, absentKeys, token, t.spec.LeaseTTL())
+	var lost []string // leases that may have landed before their replies were lost (see get)
 	for j, i := range absent {
-		if acquired[j] {
+		switch {
+		case acquired[j]:
 			held = append(held, i)
-		} else if lerr == nil {
+		case lerr == nil:
 			raced = append(raced, i)
+		default:
+			lost = append(lost, keys[i])
 		}
 	}
 	for _, i := range unreadable {
@@ -155,6 +159,9 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		ok, err := t.reclaim(ctx, keys[i], rows[i].val, token, t.spec.LeaseTTL())
 		switch {
 		case err != nil:
+			if unreachable(err) {
+				lost = append(lost, keys[i])
+			}
 			lerr = errors.Join(lerr, err)
 		case ok:
 			held = append(held, i)
@@ -163,6 +170,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		}
 	}
 	if lerr != nil {
+		t.releaseLater(token, lost...)
 		lerr = fmt.Errorf("cache: table %s: taking fill leases: %w", t.spec.Name, lerr)
 	}
 	if len(held) == 0 {

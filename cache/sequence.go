@@ -12,7 +12,10 @@ import (
 // is the next one and its prev is the token it applied last. Anything else in the same
 // epoch is one of:
 //
-//   - a gap (seq jumps ahead): messages were lost; flush;
+//   - a gap (seq jumps ahead): messages were lost; flush, and have the next reconcile check
+//     that the record's chain still passes through where the table was before the gap (a
+//     record that went back in time and was pushed past it by writes whose messages were
+//     lost shows only as a gap);
 //   - a duplicate: a (seq, token) pair it applied recently; only its ids are dropped again;
 //   - a regression: the record went back in time (Valkey restored from a snapshot, or a
 //     replica that had not seen the last writes promoted), so the invalidations after the
@@ -40,10 +43,11 @@ type position struct {
 
 // seen is what a table had applied at one moment, for a reconcile to compare a record with.
 type seen struct {
-	epoch    string
-	seq      int64
-	last     string
-	flushGen int64
+	epoch       string
+	seq         int64
+	last        string
+	gapFrom     position
+	regressions int64
 }
 
 // inval is a parsed invalidation message.
@@ -91,6 +95,7 @@ func (ts *tableState) knows(seq int64, token string) bool {
 // follow starts over from (seq, token), forgetting the sequence it left. Called with mu held.
 func (ts *tableState) follow(seq int64, token string) {
 	ts.recent = [recentLen]position{}
+	ts.gapFrom = position{}
 	ts.applied(seq, token)
 }
 
@@ -98,7 +103,7 @@ func (ts *tableState) follow(seq int64, token string) {
 func (ts *tableState) seen() seen {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return seen{epoch: ts.epoch, seq: ts.seq, last: ts.last, flushGen: ts.flushGen.Load()}
+	return seen{epoch: ts.epoch, seq: ts.seq, last: ts.last, gapFrom: ts.gapFrom, regressions: ts.regressions.Load()}
 }
 
 func (ts *tableState) isRetired(epoch string) bool {
@@ -162,7 +167,12 @@ func (ts *tableState) onMessage(m inval) {
 		case m.seq > ts.seq+1:
 			ts.gaps.Add(1)
 			flush = true
+			from := ts.gapFrom
+			if from.token == "" {
+				from = position{ts.seq, ts.last}
+			}
 			ts.follow(m.seq, m.token)
+			ts.gapFrom = from
 		case ts.knows(m.seq, m.token) || m.token == "":
 			// A duplicate (a message seen again across a resubscribe): its ids are dropped
 			// below, nothing else changes.
@@ -196,11 +206,17 @@ func (ts *tableState) onMessage(m inval) {
 
 // diverged reports whether r, read after b was seen, is not on the sequence the table
 // followed: behind b, at b's seq with another token, ahead of b on a chain of tokens that
-// does not pass through b, or between b and now at a position never applied. Called with mu
-// held.
+// does not pass through b (or through where the table was before a gap b had not checked),
+// or between b and now at a position never applied. Called with mu held.
 func (ts *tableState) diverged(r record, b seen) bool {
 	if r.epoch != b.epoch || b.epoch == "" {
 		return false // an epoch change is handled as such
+	}
+	if g := b.gapFrom; g.token != "" {
+		// A gap since: the record must still pass through where the table was before it.
+		if t, ok := r.tokenAt(g.seq); r.seq < g.seq || ok && t != g.token {
+			return true
+		}
 	}
 	switch {
 	case r.seq < b.seq:
@@ -243,7 +259,13 @@ func (ts *tableState) behind(r record, b seen) bool {
 	if !r.exists {
 		return ts.epoch != ""
 	}
-	return r.epoch != ts.epoch || r.seq > ts.seq || ts.diverged(r, b)
+	if r.epoch != ts.epoch || r.seq > ts.seq || ts.diverged(r, b) {
+		return true
+	}
+	if ts.gapFrom == b.gapFrom {
+		ts.gapFrom = position{} // checked against this record: on the sequence, or beyond its chain
+	}
+	return false
 }
 
 // verify settles the table against r, read at least a grace before (after b was seen):
@@ -268,7 +290,7 @@ func (ts *tableState) verify(r record, b seen) {
 	case r.epoch == ts.epoch:
 		switch {
 		case ts.diverged(r, b):
-			if ts.flushGen.Load() != b.flushGen {
+			if ts.regressions.Load() != b.regressions {
 				break // a message saw the regression first, flushed, and follows the new sequence
 			}
 			ts.regressions.Add(1)

@@ -310,7 +310,7 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 		if unreachable(err) {
 			// The read may have taken the lease before its reply was lost: give it back once
 			// Valkey answers, so no process waits it out.
-			t.releaseLater(key, token)
+			t.releaseLater(token, key)
 		}
 		if t.degrades(ctx, err) {
 			return t.degradedGet(ctx, id, idStr, err)

@@ -54,7 +54,7 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 	t.Forget(id)
 	if err != nil {
 		t.remember(err, idStr)
-		return fmt.Errorf("cache: table %s: Set %q: %w", t.spec.Name, idStr, err)
+		return fmt.Errorf("cache: table %s: Set %q: %w", t.spec.Name, idStr, writeOutcome(ctx, err))
 	}
 	if !written {
 		// Refused: a newer version is in L2. Nothing was published, so an invalidation this
@@ -100,7 +100,7 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 			}
 			if err != nil {
 				t.remember(err, batch...)
-				errs = append(errs, err)
+				errs = append(errs, writeOutcome(ctx, err))
 				continue
 			}
 			t.pending.done(batch...)
@@ -136,10 +136,21 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 		if errors.Is(err, ErrL2) && unreachable(err) {
 			t.pending.addAll()
 		}
-		return fmt.Errorf("cache: table %s: InvalidateAll: %w", t.spec.Name, err)
+		return fmt.Errorf("cache: table %s: InvalidateAll: %w", t.spec.Name, writeOutcome(ctx, err))
 	}
 	t.pending.take() // the whole table was invalidated: nothing owed is left
 	return nil
+}
+
+// writeOutcome is the error a write returns for err, from a script run under the caller's
+// ctx: once ctx ended, its cancellation or deadline is the caller's, not an L2 failure. What
+// the table remembers is decided on err as it came (the write may have landed before ctx
+// ended).
+func writeOutcome(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return l2outcome(ctx, ctx, 0, err)
 }
 
 // flushShards runs cache_flush over every shard of the table, one after the other: each
