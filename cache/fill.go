@@ -211,6 +211,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		case err != nil:
 			// The value is good; only L2 did not take it. The caller gets it, L1 does not.
 			t.c.log.Warn("cache: writing a filled row failed", "table", t.spec.Name, "id", idStr, "err", err)
+			t.giveBack(ctx, key, token, err)
 		case !written:
 			t.st.fillsRefused.Add(1)
 		default:
@@ -228,6 +229,7 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 		switch {
 		case err != nil:
 			t.c.log.Warn("cache: writing a not-found row failed", "table", t.spec.Name, "id", idStr, "err", err)
+			t.giveBack(ctx, key, token, err)
 		case !written:
 			t.st.fillsRefused.Add(1)
 		default:
@@ -274,6 +276,18 @@ func (t *Table[K, V]) encode(v V, idStr string) ([]byte, error) {
 func wallExpiry(px time.Duration) int64 { return time.Now().UnixMilli() + pxMillis(px) }
 
 // release gives a lease (or refresh claim) back, best effort: if it fails, the lease expires.
+// giveBack releases the lease a fill's write of its row failed to replace (err): at once when
+// Valkey answered (it refused the write, e.g. out of memory, and may still take a release),
+// once it answers again when the write's reply was lost. Either way no process waits out the
+// lease's lifetime; cache_fill releases only a lease the row still holds.
+func (t *Table[K, V]) giveBack(ctx context.Context, key, token string, err error) {
+	if unreachable(err) {
+		t.releaseLater(token, key)
+		return
+	}
+	t.release(ctx, key, token)
+}
+
 func (t *Table[K, V]) release(ctx context.Context, key, token string) {
 	if _, err := t.finishFill(ctx, key, token, "", 0); err != nil {
 		t.c.log.Warn("cache: releasing a fill lease failed", "table", t.spec.Name, "key", key, "err", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/tables"
 )
 
@@ -65,4 +66,29 @@ func TestFillWaitTimeoutNamesTheFill(t *testing.T) {
 	require.False(t, errors.Is(err, cache.ErrL2), "the caller's deadline, not an L2 failure")
 	require.Contains(t, err.Error(), tbl.Name())
 	require.Contains(t, err.Error(), `"slow-id"`)
+}
+
+// TestRefusedFillWriteReleasesItsLease: the server refuses the write of a filled row (out of
+// memory under noeviction, from the moment the loader ran): the caller gets the loader's value
+// and the fill's lease is released at once, so the next read of the id, here or in another
+// process, does not wait out the lease's lifetime (LeaseTTL) for a row that will not come.
+func TestRefusedFillWriteReleasesItsLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := valkeytest.Start(t, valkeytest.WithoutPersistence())
+	client := srv.Client(t)
+	_, err := srv.Do(ctx, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = srv.Do(context.Background(), "CONFIG", "SET", "maxmemory", "0") })
+	spec := tables.Spec{Name: tableName(t), L2Timeout: relaxedL2, LoaderTimeout: 10 * time.Second}
+	load := func(ctx context.Context, id string) (user, error) {
+		_, err := srv.Do(ctx, "CONFIG", "SET", "maxmemory", "1") // the lease is taken; the row's write will be refused
+		return user{ID: id, Name: "name-" + id}, err
+	}
+	tbl, err := cache.NewTable(newCache(t, client), spec, load, nil)
+	require.NoError(t, err)
+	u, err := tbl.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, "name-k", u.Name)
+	require.Empty(t, readRaw(t, client, rowKey(t, tbl, "k")), "the fill's lease is gone, not left to expire")
 }
