@@ -157,9 +157,12 @@ func (d *Dashboard) retry(ctx context.Context, r *http.Request, queue string) (s
 		return "", err
 	}
 	if r.PostForm.Get("all") == "1" {
+		// Paged by cursor, not from the head: a job that dies again meanwhile (its id is
+		// before the cursor) is not retried a second time in the same click.
 		total := 0
+		var after keys.JobID
 		for total < bulkMax {
-			p, err := d.cfg.Bus.Browse(ctx, queue, &bus.BrowseOpts{Set: keys.Dead, Limit: min(bulkBatch, bulkMax-total)})
+			p, err := d.cfg.Bus.Browse(ctx, queue, &bus.BrowseOpts{Set: keys.Dead, After: after, Limit: min(bulkBatch, bulkMax-total)})
 			if err != nil {
 				return "", err
 			}
@@ -171,6 +174,10 @@ func (d *Dashboard) retry(ctx context.Context, r *http.Request, queue string) (s
 				return "", fmt.Errorf("after %d retried: %w", total, err)
 			}
 			total += n
+			if p.Next.IsZero() {
+				break
+			}
+			after = p.IDs[len(p.IDs)-1]
 		}
 		return fmt.Sprintf("retried %d dead job(s) of %s", total, queue), nil
 	}

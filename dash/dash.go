@@ -135,6 +135,13 @@ func (d *Dashboard) Close() {
 	<-d.done
 }
 
+// Validate reports what [New] would refuse in c (an error wrapping [ErrInvalid]), without
+// starting anything.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Bus == nil {
 		return c, fmt.Errorf("%w: Config.Bus is nil", ErrInvalid)

@@ -34,7 +34,9 @@ func ServeListener(ctx context.Context, ln net.Listener, cfg Config) error {
 		mux.Handle("/{$}", http.RedirectHandler(d.cfg.Prefix+"/", http.StatusFound))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	shutDown := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
+		defer close(shutDown)
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)
@@ -43,5 +45,7 @@ func ServeListener(ctx context.Context, ln net.Listener, cfg Config) error {
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	// Serve returns at once when Shutdown starts: wait for the requests in flight.
+	<-shutDown
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -29,10 +30,18 @@ refuses every action. Put it behind your own authentication: it has none of its 
 			if err := a.connect(); err != nil {
 				return err
 			}
+			cfg := dash.Config{Bus: a.bus, Client: a.client, Prefix: prefix, ReadOnly: readOnly}
+			if err := cfg.Validate(); err != nil {
+				return usagef("--prefix: %v", err) // the one setting of the config a flag can get wrong
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
 			fmt.Fprintf(a.out, "%s: dashboard on http://%s%s/ (Ctrl-C stops it)\n", progName, listen, prefix)
-			return dash.Serve(ctx, listen, dash.Config{Bus: a.bus, Client: a.client, Prefix: prefix, ReadOnly: readOnly})
+			return dash.ServeListener(ctx, ln, cfg)
 		},
 	}
 	c.Flags().StringVar(&listen, "listen", ":8080", "address to serve the dashboard on")

@@ -96,11 +96,13 @@ attempts, so it goes back to dead on its next failure unless the maximum is rais
 			if err := a.confirm(fmt.Sprintf("retry all %d dead jobs of %s", counts.Dead, queue)); err != nil {
 				return err
 			}
-			// Bounded by the dead count read above, so jobs that die again meanwhile are not
-			// retried in a loop.
+			// Bounded by the dead count read above, and paged by cursor rather than from the
+			// head, so jobs that die again meanwhile (their ids are before the cursor) are not
+			// retried again in place of those not yet retried.
 			total, left := 0, int(counts.Dead)
+			var after keys.JobID
 			for left > 0 {
-				page, err := a.bus.Browse(ctx, queue, &bus.BrowseOpts{Set: keys.Dead, Limit: min(left, bus.DefaultLimit)})
+				page, err := a.bus.Browse(ctx, queue, &bus.BrowseOpts{Set: keys.Dead, After: after, Limit: min(left, bus.DefaultLimit)})
 				if err != nil {
 					return err
 				}
@@ -113,6 +115,7 @@ attempts, so it goes back to dead on its next failure unless the maximum is rais
 				}
 				total += n
 				left -= len(page.IDs)
+				after = page.IDs[len(page.IDs)-1]
 			}
 			return a.printChanged(changed{Queue: queue, Action: "retried", Count: total})
 		},
