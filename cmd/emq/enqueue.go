@@ -28,7 +28,7 @@ func enqueueCmd(a *app) *cobra.Command {
 		Long: `Enqueue one job on a queue (which need not exist yet: the enqueue lists it). The payload is
 the argument, or stdin when it is "-". With --kind the payload is wrapped in a task envelope
 (kind NUL payload) that a worker routes to the kind's handler; without it the payload is
-stored as given. --delay or --at schedule it; --unique-key makes the enqueue idempotent for
+stored as given. --delay or --at (one of them) schedules it; --unique-key makes the enqueue idempotent for
 the bus's unique TTL (default 24 h): a second enqueue answers the first job's id.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -45,6 +45,9 @@ the bus's unique TTL (default 24 h): a second enqueue answers the first job's id
 				if payload, err = bus.Envelope(kind, payload); err != nil {
 					return usagef("--kind: %v", err)
 				}
+			}
+			if at != "" && opts.Delay != 0 {
+				return usagef("--delay and --at both schedule the job: give one of them")
 			}
 			if at != "" {
 				t, err := parseAt(at)

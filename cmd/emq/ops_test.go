@@ -142,4 +142,9 @@ func TestEnqueue(t *testing.T) {
 
 	require.Equal(t, exitUsage, emq(t, srv.Addr, "enqueue", queue, "x", "--kind", "bad kind").code)
 	require.Equal(t, exitUsage, emq(t, srv.Addr, "enqueue", queue, "x", "--at", "tomorrow").code)
+	r = emq(t, srv.Addr, "enqueue", queue, "x", "--delay", "1h", "--at", "2030-01-01T00:00:00Z")
+	require.Equal(t, exitUsage, r.code, "two schedules for one job: %s", r.err)
+	require.Contains(t, r.err, "--delay and --at")
+	okJSON(t, srv.Addr, &rows, "stats", queue)
+	require.Equal(t, int64(1), rows[0].Scheduled, "the refused enqueue wrote nothing")
 }
