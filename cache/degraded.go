@@ -20,6 +20,14 @@ import (
 // invalidation can be confirmed meanwhile. The table stays degraded (Stats.Degraded, a log
 // line when it enters and one when it leaves, with how long) until a reconcile has read its
 // coherence record again and flushed its L1 if the record moved.
+//
+// L1 entries taken before the outage are not dropped when it begins: a degraded table still
+// serves them, until their own deadline (min(L1TTL, the row's remaining PTTL)). No reconcile
+// can read the record meanwhile, so an invalidation this process missed (a message lost just
+// before the outage, or one published while only this process was cut off from Valkey) costs
+// up to that deadline, not one reconcile interval; the first reconcile after the outage
+// flushes the table if its record moved. A table that must not serve such an entry longer
+// than some bound during an outage keeps its L1TTL within that bound.
 
 // ErrDegradedBusy is wrapped by a degraded read that found every degraded-load slot of its
 // table taken for longer than the table's L2Timeout.
@@ -73,7 +81,7 @@ func (t *Table[K, V]) degradedLoad(callerCtx context.Context, id K, idStr string
 	case <-wait.C:
 		return nil, fmt.Errorf("cache: table %s: degraded load of %q: %w (%d at once)", t.spec.Name, idStr, ErrDegradedBusy, t.spec.DegradedLoads)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, t.degradedErr(idStr, "waiting for a degraded-load slot", ctx.Err())
 	}
 	defer func() { <-t.degradedSlots }()
 	t.st.degradedLoads.Add(1)
@@ -89,7 +97,19 @@ func (t *Table[K, V]) degradedLoad(callerCtx context.Context, id K, idStr string
 		}
 		return nil, ErrNotFound
 	}
+	if ctx.Err() != nil && t.c.closing.Err() != nil {
+		err = fmt.Errorf("%w: %w", ErrClosed, err) // Close cut the load short; the *LoadError names the table and id
+	}
 	return nil, err
+}
+
+// degradedErr is the error of a degraded load of idStr that its (detached) ctx cut short at
+// step: Close, which it reports as ErrClosed, or its deadline.
+func (t *Table[K, V]) degradedErr(idStr, step string, err error) error {
+	if t.c.closing.Err() != nil {
+		return fmt.Errorf("cache: table %s: degraded load of %q: %s: %w (%w)", t.spec.Name, idStr, step, ErrClosed, err)
+	}
+	return fmt.Errorf("cache: table %s: degraded load of %q: %s: %w", t.spec.Name, idStr, step, err)
 }
 
 // degradedEntry is the L1 entry of a degraded load that began at base: no row behind it, so

@@ -62,8 +62,9 @@
 // that went back in time (Valkey restored from a snapshot, a lagging replica promoted: the
 // chained tokens tell it even once new writes pushed the sequence past where it was); the
 // rows went back with it, so that table's rows are invalidated too (as by InvalidateAll).
-// Nothing missed, no flush; a lost message costs at most one reconcile interval. Until a table's subscription is
-// confirmed its L1 takes nothing.
+// Nothing missed, no flush; a lost message costs at most one reconcile interval while Valkey
+// answers (during an outage, no reconcile can tell: see degraded mode below). Until a table's
+// subscription is confirmed its L1 takes nothing.
 //
 // A process does not apply its own invalidations twice: each write's token carries its
 // Cache's prefix, and the subscriber skips the drops of a message with it (the writer
@@ -100,7 +101,10 @@
 // [Config].BreakerFailures (default 3) L2 failures in a row: reads then skip L2 rather than
 // pay the L2 timeout each, and every [Config].BreakerProbe (default 500 ms) the reconcile
 // reads the coherence records; the first read that succeeds closes the breaker and settles
-// each table (flushing its L1 if its record moved) before it leaves degraded mode.
+// each table (flushing its L1 if its record moved) before it leaves degraded mode. L1
+// entries taken before the outage are served meanwhile until their own deadline
+// (min(L1TTL, the row's PTTL)): an invalidation missed just before or during the outage
+// costs up to that, not one reconcile interval.
 // [Stats].Degraded, DegradedSince, DegradedLoads and BreakerOpens, and a log line on each
 // change, tell when a table was degraded and for how long. In the outage test (Valkey
 // SIGSTOPped 5 s under 12 readers) every Get was answered within two L2 timeouts plus the

@@ -91,7 +91,13 @@ func (co *coherence) reconcile(tss []*tableState) {
 	// Invalidations refused during an outage go first, before reads return to L2: their
 	// rows may hold values the database no longer has.
 	groups := groupsOf(synced)
-	for _, g := range groups {
+	owing := groups
+	if !co.c.brk.allow() {
+		// The breaker closes below for every table, not only those of tss (a kick reconciles
+		// a few): every table's pending invalidations go first.
+		owing = groupsOf(co.tracked())
+	}
+	for _, g := range owing {
 		if core := g.shards[0].core; core.pendingCount() != 0 {
 			if err := core.retryPending(ctx); err != nil {
 				co.c.log.Warn("cache: reconcile: sending pending invalidations failed", "table", g.name, "err", err)
@@ -124,6 +130,17 @@ func (co *coherence) reconcile(tss []*tableState) {
 	for _, i := range moved {
 		synced[i].verify(recs[i], before[i])
 	}
+}
+
+// tracked is every tracked table's shards, leaving the pending checks as they are.
+func (co *coherence) tracked() []*tableState {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	out := make([]*tableState, 0, len(co.byRecord))
+	for _, ts := range co.byRecord {
+		out = append(out, ts)
+	}
+	return out
 }
 
 // groupsOf is the tables the shards of tss belong to, each once.
