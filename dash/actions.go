@@ -2,11 +2,14 @@ package dash
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/keys"
@@ -27,8 +30,8 @@ const (
 // actionFunc does one action on queue and says what it did.
 type actionFunc func(ctx context.Context, r *http.Request, queue string) (string, error)
 
-// act guards fn: authorization, read-only, CSRF, a valid queue (and lane, for the lane
-// actions), the confirmation.
+// act guards fn: authorization, read-only, CSRF, a valid queue of the registry (and lane,
+// for the lane actions), the confirmation.
 func (d *Dashboard) act(a Action, fn actionFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
@@ -44,9 +47,8 @@ func (d *Dashboard) act(a Action, fn actionFunc) http.Handler {
 			d.fail(w, r, http.StatusForbidden, why)
 			return
 		}
-		queue := r.PathValue("queue")
-		if err := keys.ValidateName(queue); err != nil {
-			d.fail(w, r, http.StatusBadRequest, "queue: "+err.Error())
+		queue, ok := d.knownQueue(w, r)
+		if !ok {
 			return
 		}
 		if a == ActionPauseLane || a == ActionResumeLane {
@@ -64,7 +66,7 @@ func (d *Dashboard) act(a Action, fn actionFunc) http.Handler {
 		defer cancel()
 		done, err := fn(ctx, r, queue)
 		if err != nil {
-			d.fail(w, r, http.StatusBadRequest, err.Error())
+			d.fail(w, r, statusOf(err), err.Error())
 			return
 		}
 		sep := "?"
@@ -227,4 +229,42 @@ func (d *Dashboard) cancelJob(ctx context.Context, r *http.Request, queue string
 		return fmt.Sprintf("asked %s to stop: it was running; its worker cancels the handler and the job goes to dead", id), nil
 	}
 	return fmt.Sprintf("cancelled %s (it was %s)", id, st), nil
+}
+
+// knownQueue is the request's {queue} when it is a valid name in the queue registry; else it
+// answers 400 (a malformed name) or 404 (a name no queue has: a typo must not read as an
+// empty queue, nor an action create one) and reports false.
+func (d *Dashboard) knownQueue(w http.ResponseWriter, r *http.Request) (string, bool) {
+	queue := r.PathValue("queue")
+	if err := keys.ValidateName(queue); err != nil {
+		d.fail(w, r, http.StatusBadRequest, "queue: "+err.Error())
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	err := d.client.Do(ctx, d.client.B().Zscore().Key(keys.QueueRegistry()).Member(queue).Build()).Error()
+	switch {
+	case valkey.IsValkeyNil(err):
+		d.fail(w, r, http.StatusNotFound, "queue "+queue+" is not in the registry ("+keys.QueueRegistry()+")")
+		return "", false
+	case err != nil:
+		d.fail(w, r, http.StatusBadGateway, err.Error())
+		return "", false
+	}
+	return queue, true
+}
+
+// statusOf is the HTTP status of an action's error: what was asked for is missing (404),
+// in a state the action does not apply to (409) or malformed (400); anything else is Valkey
+// failing (502).
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, bus.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, bus.ErrState):
+		return http.StatusConflict
+	case errors.Is(err, bus.ErrInvalid), errors.Is(err, keys.ErrInvalid):
+		return http.StatusBadRequest
+	}
+	return http.StatusBadGateway
 }

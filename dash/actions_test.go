@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -162,6 +163,7 @@ func TestActions(t *testing.T) {
 	s := setup(t, valkeytest.Shared(t).Client(t), dash.Config{})
 	ctx := context.Background()
 	q := name(t, "")
+	require.NoError(t, s.bus.Resume(ctx, q)) // lists the queue
 	tok := s.token("/queues/" + q)
 	do := func(path string, form url.Values) string {
 		t.Helper()
@@ -179,6 +181,22 @@ func TestActions(t *testing.T) {
 		require.NoError(t, err)
 		return c
 	}
+	// A queue the registry does not hold (a typo): 404, and nothing is written (no queue is
+	// made, nothing paused).
+	typo := q + "x"
+	form := url.Values{"csrf": {tok}, "confirm": {"yes"}}
+	resp, body := s.post("/queues/"+typo+"/pause", form, sameOrigin)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, body)
+	require.Contains(t, body, "not in the registry")
+	code, body := s.get("/queues/" + typo)
+	require.Equal(t, http.StatusNotFound, code, body)
+	qs, err := s.bus.Queues(ctx)
+	require.NoError(t, err)
+	require.False(t, slices.ContainsFunc(qs, func(i bus.QueueInfo) bool { return i.Name == typo }))
+	c, err := s.bus.Counts(ctx, typo)
+	require.NoError(t, err)
+	require.False(t, c.Paused)
+
 	require.Equal(t, "paused "+q, do("/queues/"+q+"/pause", url.Values{}))
 	require.True(t, counts().Paused)
 	require.Equal(t, "resumed "+q, do("/queues/"+q+"/resume", url.Values{}))
@@ -188,7 +206,7 @@ func TestActions(t *testing.T) {
 	deadJob(t, s.bus, q, []byte("b"))
 	deadJob(t, s.bus, q, []byte("c"))
 	require.Equal(t, "purged 1 dead job(s) of "+q, do("/queues/"+q+"/purge", url.Values{"id": {a.String()}}))
-	_, err := s.bus.Lookup(ctx, q, a)
+	_, err = s.bus.Lookup(ctx, q, a)
 	require.ErrorIs(t, err, bus.ErrNotFound)
 	require.Equal(t, "retried 2 dead job(s) of "+q, do("/queues/"+q+"/retry", url.Values{"all": {"1"}}))
 	require.Equal(t, bus.Counts{Pending: 2}, counts())
@@ -217,8 +235,8 @@ func TestActions(t *testing.T) {
 	require.Equal(t, bus.StateCancelling, info.State)
 
 	// A bad id is refused by name, and nothing moves.
-	form := url.Values{"csrf": {tok}, "confirm": {"yes"}, "id": {"JOB_nope"}}
-	resp, body := s.post("/queues/"+q+"/retry", form, sameOrigin)
+	form = url.Values{"csrf": {tok}, "confirm": {"yes"}, "id": {"JOB_nope"}}
+	resp, body = s.post("/queues/"+q+"/retry", form, sameOrigin)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, body, "id:")
 }

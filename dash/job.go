@@ -48,9 +48,8 @@ func showPayload(p []byte) payloadView {
 }
 
 func (d *Dashboard) jobPage(w http.ResponseWriter, r *http.Request) {
-	queue := r.PathValue("queue")
-	if err := keys.ValidateName(queue); err != nil {
-		d.fail(w, r, http.StatusBadRequest, "queue: "+err.Error())
+	queue, ok := d.knownQueue(w, r)
+	if !ok {
 		return
 	}
 	id, err := keys.ParseJobID(r.PathValue("id"))

@@ -78,9 +78,8 @@ func parseLocal(field, s string) (time.Time, string) {
 }
 
 func (d *Dashboard) queuePage(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("queue")
-	if err := keys.ValidateName(name); err != nil {
-		d.fail(w, r, http.StatusBadRequest, "queue: "+err.Error())
+	name, ok := d.knownQueue(w, r)
+	if !ok {
 		return
 	}
 	q := r.URL.Query()
