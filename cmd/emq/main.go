@@ -34,7 +34,8 @@
 //	1  any other failure (the server answered an error, a reply the tool does not understand)
 //	2  usage error: an unknown command or flag, a missing or malformed argument
 //	3  not found: the queue is not in the registry, the job has no row, the table is unknown
-//	4  the server is unreachable: no connection within --connect-timeout (default 5 s)
+//	4  the server is unreachable or not answering: no connection within --connect-timeout
+//	   (default 5 s), or a command's round trips not answered within --timeout
 //	5  refused or aborted: a destructive command not confirmed, or the job is in a state the
 //	   command does not apply to
 //
