@@ -24,7 +24,7 @@
 --          are the new record; otherwise they are "" and 0); deleted counts this call's rows
 -- ERROR    ECCKEYS    the KEYS are not one table's (or one shard's) record and channel
 -- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 3
--- ERROR    ECCTYPE    the record holds another type than hash
+-- ERROR    ECCTYPE    the record holds another type than hash, or a seq that is not an integer
 local tag = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}$')
 local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
 if #KEYS ~= 2 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or KEYS[2] ~= 'emq:{' .. tag .. '}:inval' then
@@ -44,6 +44,12 @@ end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash')
+end
+-- seq is what HINCRBY bumps when the walk ends, after rows were deleted: one it cannot bump
+-- refuses the call before any row goes.
+local seq0 = kind == 'hash' and redis.call('HGET', KEYS[1], 'seq')
+if seq0 and not (seq0 == '0' or #seq0 <= 18 and string.match(seq0, '^%-?[1-9][0-9]*$')) then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a seq that is not an integer')
 end
 local res = redis.call('SCAN', cursor, 'MATCH', KEYS[1] .. ':*', 'COUNT', limit)
 local deleted = 0

@@ -18,7 +18,7 @@
 -- REPLY    {epoch, seq}: the record after the bump (a string and an integer)
 -- ERROR    ECCKEYS    the KEYS are not one table's (or one shard's) record and channel
 -- ERROR    ECCARG     an ARGV does not meet its rule, or no id or more than 1000 are given
--- ERROR    ECCTYPE    the record holds another type than hash
+-- ERROR    ECCTYPE    the record holds another type than hash, or a seq that is not an integer
 local tag = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}$')
 local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
 if #KEYS ~= 2 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or KEYS[2] ~= 'emq:{' .. tag .. '}:inval' then
@@ -37,9 +37,13 @@ for i = 2, #ARGV do
 end
 -- One read of the record answers both its type and its fields: a record of another type
 -- fails the HMGET, and only then is TYPE asked, for the error's text.
-local rec = redis.pcall('HMGET', KEYS[1], 'epoch', 'last')
+local rec = redis.pcall('HMGET', KEYS[1], 'epoch', 'last', 'seq')
 if rec['err'] then
   return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. redis.call('TYPE', KEYS[1])['ok'] .. ', not a hash')
+end
+-- seq is what HINCRBY bumps after the first write: one it cannot bump refuses the call here.
+if rec[3] and not (rec[3] == '0' or #rec[3] <= 18 and string.match(rec[3], '^%-?[1-9][0-9]*$')) then
+  return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a seq that is not an integer')
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))

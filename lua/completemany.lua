@@ -128,39 +128,44 @@ end
 local function free()
   local names = {}
   for lane in pairs(freed) do names[#names + 1] = lane end
-  if #names == 0 then return end
-  local act = redis.call('HMGET', base .. 'laneactive', unpack(names))
-  local set, del = {}, {}
-  for i, lane in ipairs(names) do
-    local n = (tonumber(act[i]) or 0) - freed[lane]
-    if n > 0 then
-      set[#set + 1] = lane
-      set[#set + 1] = n
-    else
-      del[#del + 1] = lane
-    end
-  end
-  if #set > 0 then redis.call('HSET', base .. 'laneactive', unpack(set)) end
-  if #del > 0 then redis.call('HDEL', base .. 'laneactive', unpack(del)) end
-  -- A lane its cap had stopped has a slot again: back to laneready, and wake a worker.
-  local inready = redis.call('ZMSCORE', base .. 'laneready', unpack(names))
-  local inwait = redis.call('ZMSCORE', base .. 'lanewait', unpack(names))
-  local back = {}
-  for i, lane in ipairs(names) do
-    if not inready[i] and not inwait[i] then
-      local n = redis.pcall('ZCARD', base .. 'lanepending:' .. lane)
-      if type(n) == 'number' and n > 0 then
-        back[#back + 1] = tonumber(redis.call('HGET', base .. 'flow', 'vt')) or 0
-        back[#back + 1] = lane
+  -- 1000 lanes a round (unpack's bound), so any number of freed lanes is accounted.
+  local woke = false
+  for from = 1, #names, 1000 do
+    local part = {unpack(names, from, math.min(from + 999, #names))}
+    local act = redis.call('HMGET', base .. 'laneactive', unpack(part))
+    local set, del = {}, {}
+    for i, lane in ipairs(part) do
+      local n = (tonumber(act[i]) or 0) - freed[lane]
+      if n > 0 then
+        set[#set + 1] = lane
+        set[#set + 1] = n
+      else
+        del[#del + 1] = lane
       end
     end
-  end
-  if #back > 0 then
-    redis.call('ZADD', base .. 'laneready', unpack(back))
-    if redis.call('HGET', base .. 'meta', 'paused') ~= '1' then
-      redis.call('LPUSH', base .. 'wake', '1')
-      redis.call('LTRIM', base .. 'wake', 0, 15)
+    if #set > 0 then redis.call('HSET', base .. 'laneactive', unpack(set)) end
+    if #del > 0 then redis.call('HDEL', base .. 'laneactive', unpack(del)) end
+    -- A lane its cap had stopped has a slot again: back to laneready, and wake a worker.
+    local inready = redis.call('ZMSCORE', base .. 'laneready', unpack(part))
+    local inwait = redis.call('ZMSCORE', base .. 'lanewait', unpack(part))
+    local back = {}
+    for i, lane in ipairs(part) do
+      if not inready[i] and not inwait[i] then
+        local n = redis.pcall('ZCARD', base .. 'lanepending:' .. lane)
+        if type(n) == 'number' and n > 0 then
+          back[#back + 1] = tonumber(redis.call('HGET', base .. 'flow', 'vt')) or 0
+          back[#back + 1] = lane
+        end
+      end
     end
+    if #back > 0 then
+      redis.call('ZADD', base .. 'laneready', unpack(back))
+      woke = true
+    end
+  end
+  if woke and redis.call('HGET', base .. 'meta', 'paused') ~= '1' then
+    redis.call('LPUSH', base .. 'wake', '1')
+    redis.call('LTRIM', base .. 'wake', 0, 15)
   end
 end
 -- Pass 2: retire: one ZREM and one DEL per 1000 jobs (unpack's bound).

@@ -248,11 +248,14 @@ if #ok > 0 and has[10] then
   end
 end
 if #names > 0 then
-  local act = redis.pcall('HMGET', KEYS[7], unpack(names))
-  if failed(act) then return redis.error_reply(kind(7, redis.call('TYPE', KEYS[7])['ok'], 'hash') or act['err']) end
-  for i, lane in ipairs(names) do
-    actv[lane] = math.max((tonumber(act[i]) or 0) - freed[lane], 0)
-    fin[lane] = actv[lane]
+  for from = 1, #names, 1000 do -- 1000 lanes a read (unpack's bound)
+    local part = {unpack(names, from, math.min(from + 999, #names))}
+    local act = redis.pcall('HMGET', KEYS[7], unpack(part))
+    if failed(act) then return redis.error_reply(kind(7, redis.call('TYPE', KEYS[7])['ok'], 'hash') or act['err']) end
+    for i, lane in ipairs(part) do
+      actv[lane] = math.max((tonumber(act[i]) or 0) - freed[lane], 0)
+      fin[lane] = actv[lane]
+    end
   end
 else
   e = kind(7, redis.call('TYPE', KEYS[7])['ok'], 'hash')
@@ -292,8 +295,8 @@ local function flushActive(fin)
       del[#del + 1] = lane
     end
   end
-  if #set > 0 then redis.call('HSET', KEYS[7], unpack(set)) end
-  if #del > 0 then redis.call('HDEL', KEYS[7], unpack(del)) end
+  for i = 1, #set, 2000 do redis.call('HSET', KEYS[7], unpack(set, i, math.min(i + 1999, #set))) end
+  for i = 1, #del, 1000 do redis.call('HDEL', KEYS[7], unpack(del, i, math.min(i + 999, #del))) end
 end
 if paused then
   flushActive(fin)
@@ -413,9 +416,10 @@ if not hold and has[1] and redis.call('ZCARD', KEYS[1]) > 0 then readyAdd[''] = 
 do
   local names = {}
   for lane in pairs(freed) do names[#names + 1] = lane end
-  if #names > 0 then
-    local inready = redis.call('ZMSCORE', KEYS[8], unpack(names))
-    for i, lane in ipairs(names) do
+  for from = 1, #names, 1000 do
+    local part = {unpack(names, from, math.min(from + 999, #names))}
+    local inready = redis.call('ZMSCORE', KEYS[8], unpack(part))
+    for i, lane in ipairs(part) do
       if not inready[i] then
         local c = redis.pcall('ZCARD', base .. 'lanepending:' .. lane) -- an error: a damaged lane, skipped
         if type(c) == 'number' and c > 0 then readyAdd[lane] = true end
@@ -428,7 +432,7 @@ for lane in pairs(readyAdd) do
   adds[#adds + 1] = vt
   adds[#adds + 1] = lane
 end
-if #adds > 0 then redis.call('ZADD', KEYS[8], 'NX', unpack(adds)) end
+for i = 1, #adds, 2000 do redis.call('ZADD', KEYS[8], 'NX', unpack(adds, i, math.min(i + 1999, #adds))) end
 
 -- Plan: which jobs to take, reading only.
 -- laneready is read a page at a time (count + 8 lanes), as the plan needs more; nothing
