@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/valkey-io/valkey-go"
 
+	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/lua"
@@ -238,6 +239,55 @@ func TestNoPartialWriteCacheRecordSeq(t *testing.T) {
 			err := tc.run(rec, inval)
 			require.ErrorContains(t, err, "ECCTYPE")
 			require.Equal(t, before, snapshot(t, tg, name), "a refused call must write nothing")
+		})
+	}
+}
+
+// TestNoPartialWriteFlowCounters: a queue's flow hash whose waiting is not an integer (the
+// field HINCRBY moves), or whose vt is not a number (the score a lane rejoins laneready at),
+// holds values no script of the bundle writes; each lane script that would move them after
+// its first write refuses the call (EMQTYPE: ErrWrongType) with nothing written, instead of failing half
+// way: laneenqueue with a lane, completemany of a laned job, a claim through laneclaim.
+func TestNoPartialWriteFlowCounters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := valkeytest.Shared(t).Client(t)
+	tg := valkeytest.Target{Name: "standalone", Client: c}
+	b := newBus(t, c, bus.Config{})
+	for _, field := range []struct{ name, value string }{{"waiting", "many"}, {"vt", "nan"}} {
+		t.Run(field.name, func(t *testing.T) {
+			t.Parallel()
+			name := valkeytest.TestName(t)
+			q := keys.MustQueue(name)
+			_, err := b.EnqueueBatch(ctx, name, []bus.NewJob{{Payload: []byte("a")}, {Payload: []byte("b")}}, &bus.EnqueueOpts{Lane: "acme"})
+			require.NoError(t, err)
+			jobs, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: 1})
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
+			require.NoError(t, c.Do(ctx, c.B().Hset().Key(q.Flow()).FieldValue().FieldValue(field.name, field.value).Build()).Error())
+			for _, call := range []struct {
+				op  string
+				run func() error
+			}{
+				{"laneenqueue", func() error {
+					_, err := b.Enqueue(ctx, name, []byte("c"), &bus.EnqueueOpts{Lane: "acme"})
+					return err
+				}},
+				{"completemany", func() error {
+					_, err := b.CompleteMany(ctx, jobs, nil)
+					return err
+				}},
+				{"laneclaim", func() error {
+					_, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: 1})
+					return err
+				}},
+			} {
+				before := snapshot(t, tg, name)
+				err := call.run()
+				require.ErrorIs(t, err, bus.ErrWrongType, call.op)
+				require.ErrorContains(t, err, "flow holds a waiting", call.op)
+				require.Equal(t, before, snapshot(t, tg, name), "%s: a refused call must write nothing", call.op)
+			}
 		})
 	}
 }

@@ -124,7 +124,8 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, meta, flow, lanes,
 --          laneactive, laneready, lanewait, joblane, urgent
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 3 + 2n
--- ERROR    EMQTYPE    a declared key or a finished job's row holds another type
+-- ERROR    EMQTYPE    a declared key or a finished job's row holds another type, or flow's waiting or vt
+--          is not a number
 -- ERROR    EMQPAUSED  the queue is paused and no finished job is given (nothing is written)
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
 if #KEYS ~= 11 or not base or #base > 71 or KEYS[2] ~= base .. 'active' or KEYS[3] ~= base .. 'schedule'
@@ -173,6 +174,12 @@ if failed(paused) then return redis.error_reply(kind(4, redis.call('TYPE', KEYS[
 local flow = redis.pcall('HMGET', KEYS[5], 'rate', 'per', 'burst', 'lane', 'hold', 'vt', 'waiting')
 if failed(flow) then return redis.error_reply(kind(5, redis.call('TYPE', KEYS[5])['ok'], 'hash') or flow['err']) end
 for i = 1, 7 do has[5] = has[5] or flow[i] ~= false end
+do -- vt (a ZADD score) and waiting (HINCRBY's integer): values the writes could not take
+  local vt = flow[6] and tonumber(flow[6])
+  if flow[7] and not (#flow[7] <= 18 and string.match(flow[7], '^%-?[0-9]+$')) or flow[6] and (not vt or vt ~= vt) then
+    return redis.error_reply('EMQTYPE ' .. KEYS[5] .. ' holds a waiting that is not an integer or a vt that is not a number')
+  end
+end
 if flow[1] then
   e = typeerr(base .. 'flowlog', redis.call('TYPE', base .. 'flowlog')['ok'], 'list')
   if e then return redis.error_reply(e) end

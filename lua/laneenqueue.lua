@@ -49,7 +49,7 @@
 --          in the call, or a uniq_key is given with uniq_ttl_ms 0
 -- ERROR    EMQTOOBIG  a payload is longer than max_payload (or the hard ceiling)
 -- ERROR    EMQEXISTS  a job row with one of the ids exists
--- ERROR    EMQTYPE    a key holds another type, or a guard holds no JOB id
+-- ERROR    EMQTYPE    a key holds another type, a guard holds no JOB id, or flow's waiting or vt is not a number
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)pending$')
 if #KEYS ~= 8 or not base or #base > 71 or KEYS[2] ~= base .. 'schedule' or KEYS[3] ~= base .. 'meta'
   or KEYS[4] ~= base .. 'wake' or KEYS[5] ~= base .. 'flow' or KEYS[6] ~= base .. 'laneready'
@@ -113,6 +113,13 @@ local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(KEYS[8], redis.call('TYPE', KEYS[8])['ok'], 'zset')
 if not e and lane ~= '' then e = typeerr(lp, redis.call('TYPE', lp)['ok'], 'zset') end
 if e then return redis.error_reply(e) end
+-- flow's waiting (which HINCRBY moves) and vt (a ZADD score): values the calls after the
+-- first write could not take refuse the call here.
+local fv = redis.call('HMGET', KEYS[5], 'waiting', 'vt')
+local vt = fv[2] and tonumber(fv[2])
+if fv[1] and not (#fv[1] <= 18 and string.match(fv[1], '^%-?[0-9]+$')) or fv[2] and (not vt or vt ~= vt) then
+  return redis.error_reply('EMQTYPE ' .. KEYS[5] .. ' holds a waiting that is not an integer or a vt that is not a number')
+end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local runat = at

@@ -42,7 +42,7 @@
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, pending, joblane, laneactive,
 --          laneready, lanewait, flow, urgent
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 3
--- ERROR    EMQTYPE    a key holds another type (a lane key included: nothing written)
+-- ERROR    EMQTYPE    a key holds another type (a lane key included) or flow's waiting or vt is not a number: nothing written
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 8 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'joblane'
   or KEYS[4] ~= base .. 'laneactive' or KEYS[5] ~= base .. 'laneready' or KEYS[6] ~= base .. 'lanewait'
@@ -89,7 +89,13 @@ if p == '0' and lane ~= '' then
 end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-local flow = redis.call('HMGET', KEYS[7], 'hold', 'vt')
+local flow = redis.call('HMGET', KEYS[7], 'hold', 'vt', 'waiting')
+-- Values the calls after the first write could not take (a ZADD score, HINCRBY's integer)
+-- refuse the call here (FORMAT lanes).
+local vt = flow[2] and tonumber(flow[2])
+if flow[3] and not (#flow[3] <= 18 and string.match(flow[3], '^%-?[0-9]+$')) or flow[2] and (not vt or vt ~= vt) then
+  return redis.error_reply('EMQTYPE ' .. KEYS[7] .. ' holds a waiting that is not an integer or a vt that is not a number')
+end
 -- Out of active; the lane's slot is free (no wake: the lane is about to be held).
 redis.call('ZREM', KEYS[1], id)
 if lane ~= '' then

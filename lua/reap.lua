@@ -49,7 +49,7 @@
 --          pending and the jobs moved to dead; {{}, {}} when no lease had run out
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, pending, dead, meta, wake
 -- ERROR    EMQARGS    an ARGV does not meet its rule, or the count of ARGV is not 3
--- ERROR    EMQTYPE    a key holds another type (a lane key included: nothing written)
+-- ERROR    EMQTYPE    a key holds another type (a lane key included) or flow's waiting or vt is not a number: nothing written
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 5 or not base or #base > 71 or KEYS[2] ~= base .. 'pending' or KEYS[3] ~= base .. 'dead' or KEYS[4] ~= base .. 'meta'
   or KEYS[5] ~= base .. 'wake' then
@@ -86,6 +86,13 @@ if lanes then
   for _, k in ipairs({{'laneactive', 'hash'}, {'laneready', 'zset'}, {'lanewait', 'zset'}, {'flow', 'hash'}, {'urgent', 'zset'}, {'meta', 'hash'}, {'wake', 'list'}}) do
     local got = redis.call('TYPE', base .. k[1])['ok']
     if got ~= 'none' and got ~= k[2] then return redis.error_reply('EMQTYPE ' .. base .. k[1] .. ' holds a ' .. got .. ', not a ' .. k[2]) end
+  end
+  -- flow's waiting (which HINCRBY moves) and vt (a ZADD score): values the calls after the
+  -- first write could not take refuse the call here (FORMAT lanes).
+  local fv = redis.call('HMGET', base .. 'flow', 'waiting', 'vt')
+  local vt = fv[2] and tonumber(fv[2])
+  if fv[1] and not (#fv[1] <= 18 and string.match(fv[1], '^%-?[0-9]+$')) or fv[2] and (not vt or vt ~= vt) then
+    return redis.error_reply('EMQTYPE ' .. base .. 'flow holds a waiting that is not an integer or a vt that is not a number')
   end
 end
 local lanevals = {}
