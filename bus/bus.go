@@ -167,7 +167,11 @@ func msCeil(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
+	ms := int64(d / time.Millisecond) // d + time.Millisecond - 1 would overflow near the int64 limit
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

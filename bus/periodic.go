@@ -67,7 +67,8 @@ type Periodic struct {
 	// @midnight, @hourly), read by github.com/robfig/cron/v3 in Zone. @every and CRON_TZ= / TZ=
 	// are refused: use Every and Zone. Exactly one of Cron and Every is set.
 	Cron string
-	// Zone is the IANA time zone Cron is read in (time.LoadLocation). Default UTC; Cron only.
+	// Zone is the IANA time zone Cron is read in (time.LoadLocation). Default UTC; Cron only;
+	// "Local" (each process's own zone, which schedulers need not share) is refused.
 	Zone string
 	// Every is a fixed period, whole milliseconds, at least [MinPeriodicEvery]: ticks fall at
 	// its multiples since the Unix epoch (server clock), so every process agrees on them.
@@ -118,6 +119,11 @@ func (b *Bus) encodePeriodic(op, queue string, p Periodic) (spec, payload []byte
 		return nil, nil, bad("Every: %v is not a whole number of milliseconds", p.Every)
 	case p.CatchUp < 0:
 		return nil, nil, bad("CatchUp: %d is negative", p.CatchUp)
+	case p.Zone == "Local":
+		// time.LoadLocation answers each process's own zone: schedulers in processes of
+		// different zones would not agree on the ticks. (A row stored with it before this
+		// check still fires, in each scheduler's zone.)
+		return nil, nil, bad(`Zone: "Local" is the zone of each process, not one every scheduler shares; name an IANA zone`)
 	}
 	s.EveryMs = p.Every.Milliseconds()
 	t, err := s.compile()
