@@ -102,8 +102,9 @@ type SchedulerStats struct {
 // fall-back night "0 * * * *" fires 01:00 EDT and 01:00 EST, and so does a daily "30 1 * * *"
 // (01:30 EDT and 01:30 EST). Declare such a schedule in UTC, or at a wall time outside 01:00
 // to 02:59, to fire it exactly once a day everywhere. In a zone whose offset changes by half
-// an hour (Australia/Lord_Howe), robfig/cron steps by whole hours and misses wall times of the
-// repeated half hour that do happen: on 2026-04-05 there, "0 2 * * *" does not fire.
+// an hour (Australia/Lord_Howe), robfig/cron steps by whole hours and can miss a wall time
+// next to the change that does happen: on 2026-04-05 there (02:00 +11 back to 01:30 +10:30),
+// "0 2 * * *" does not fire, though 02:00 +10:30 comes once.
 type Scheduler struct {
 	b   *Bus
 	cfg SchedulerConfig
