@@ -128,6 +128,7 @@ func envelopeKind(payload []byte) (start, n int) {
 // with NUL), its closing LF included; 0 when the block breaks a rule.
 func headerBlockLen(payload []byte) int {
 	i, headers := 1, 0
+	var names [MaxHeaders][2]int // each header's name, as offsets: a name appears once
 	for {
 		if i >= len(payload) || i >= MaxHeaderBlock {
 			return 0
@@ -147,6 +148,12 @@ func headerBlockLen(payload []byte) int {
 		if j == i || j-i > 64 || j >= len(payload) || payload[j] != ':' {
 			return 0
 		}
+		for _, n := range names[:headers-1] {
+			if bytes.Equal(payload[n[0]:n[1]], payload[i:j]) {
+				return 0
+			}
+		}
+		names[headers-1] = [2]int{i, j}
 		k := j + 1
 		for k < len(payload) && k-j-1 <= MaxHeaderValue && payload[k] >= 0x20 && payload[k] <= 0x7e {
 			k++
