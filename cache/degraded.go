@@ -116,7 +116,7 @@ func (t *Table[K, V]) degradedErr(idStr, step string, err error) error {
 // no early refresh, and a lifetime of min(L1TTL, DegradedL1TTL).
 func (t *Table[K, V]) degradedEntry(v V, notFound bool, base int64) *entry[V] {
 	e := t.newEntry(v, notFound, base, pttlNoExpiry, 0, "")
-	e.expires = base + int64(min(t.spec.L1TTL, t.spec.DegradedL1TTL))
+	e.expires = clockAfter(base, min(t.spec.L1TTL, t.spec.DegradedL1TTL))
 	e.check = min(e.expires, e.refreshFrom) - int64(clockGuard)
 	return e
 }

@@ -17,16 +17,25 @@ func (t *Table[K, V]) newEntry(v V, notFound bool, base int64, ttl pttl, delta t
 	l1 := t.spec.L1TTL
 	if ttl >= 0 {
 		rowTTL := time.Duration(ttl) * time.Millisecond
-		e.rowExpires = base + int64(rowTTL)
+		e.rowExpires = clockAfter(base, rowTTL)
 		l1 = min(l1, rowTTL)
 		if !notFound && t.spec.EarlyRefreshEnabled() && delta > 0 {
 			e.deltaBeta = t.spec.EarlyRefreshBeta * float64(delta)
 			e.refreshFrom = e.rowExpires - int64(e.deltaBeta*xfetchSpan)
 		}
 	}
-	e.expires = base + int64(l1)
+	e.expires = clockAfter(base, l1)
 	e.check = min(e.expires, e.refreshFrom) - int64(clockGuard)
 	return e
+}
+
+// clockAfter is the clock time d after t, saturating at math.MaxInt64: a row or an L1TTL as
+// long as a time.Duration goes must not wrap a deadline into the past.
+func clockAfter(t int64, d time.Duration) int64 {
+	if d > 0 && t > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return t + int64(d)
 }
 
 // install is the one door into L1: every entry enters through it, so an install can be

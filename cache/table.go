@@ -163,15 +163,19 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 		t.degradedSlots = make(chan struct{}, max(t.spec.DegradedLoads, 0))
 		t.pending.max = t.spec.MaxPendingInvalidations
 		if t.spec.L1Enabled() {
-			l1, err := ristretto.NewCache(&ristretto.Config[K, *entry[V]]{
-				NumCounters:        tables.L1CountersPerEntry * t.spec.L1MaxEntries, // bounded by tables.MaxL1MaxEntries
-				MaxCost:            t.spec.L1MaxEntries,                             // every entry costs 1
-				BufferItems:        64,
-				IgnoreInternalCost: true,
-				KeyToHash:          t.ops.hash,
+			// ristretto allocates its counters up front; a count past what Go can allocate
+			// panics (makeslice), which must come back as NewTable's error.
+			l1, err := protect("L1 of table "+t.spec.Name, func() (*ristretto.Cache[K, *entry[V]], error) {
+				return ristretto.NewCache(&ristretto.Config[K, *entry[V]]{
+					NumCounters:        tables.L1CountersPerEntry * t.spec.L1MaxEntries, // bounded by tables.MaxL1MaxEntries
+					MaxCost:            t.spec.L1MaxEntries,                             // every entry costs 1
+					BufferItems:        64,
+					IgnoreInternalCost: true,
+					KeyToHash:          t.ops.hash,
+				})
 			})
 			if err != nil {
-				return nil, fmt.Errorf("L1: %w", err)
+				return nil, fmt.Errorf("L1 of L1MaxEntries %d: %w", t.spec.L1MaxEntries, err)
 			}
 			t.l1 = l1
 		}

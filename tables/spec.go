@@ -42,6 +42,11 @@ const L1CountersPerEntry = 10
 // long before this one: each counter costs about two bytes.
 const MaxL1MaxEntries = (1 << 62) / L1CountersPerEntry
 
+// MaxTimeout is the longest [Spec].LoaderTimeout and [Spec].L2Timeout, about 97 years: a
+// fill runs under a deadline of 2*LeaseTTL + LoaderTimeout and a degraded load under
+// L2Timeout + LoaderTimeout, sums that must fit a time.Duration.
+const MaxTimeout = (math.MaxInt64 - 2*LeaseGrace) / 3
+
 // LeaseGrace is how much longer a fill lease lives than the table's loader timeout: the
 // time a filler has, after its loader returned, to write the row. A filler that died
 // mid-load is taken over once its lease expires, LoaderTimeout+LeaseGrace after it began.
@@ -102,7 +107,7 @@ type Spec struct {
 	// under context.WithoutCancel of the first caller's context plus this timeout, so one
 	// caller giving up does not spoil the fill for the others. The fill lease that keeps
 	// other processes from loading the same id lasts LoaderTimeout + LeaseGrace. Default
-	// DefaultLoaderTimeout (5 seconds).
+	// DefaultLoaderTimeout (5 seconds); at most MaxTimeout.
 	LoaderTimeout time.Duration
 
 	// EarlyRefreshBeta is XFetch's beta: a read of a row with r left to live refreshes it
@@ -131,7 +136,7 @@ type Spec struct {
 	// context ends, so without it a read without a deadline would wait for ever). An
 	// operation cut short fails with cache.ErrL2 and cache.ErrL2Timeout; a caller's own
 	// earlier deadline or cancellation is reported as the caller's. Default DefaultL2Timeout
-	// (250 ms); at least 1 ms.
+	// (250 ms); at least 1 ms, at most MaxTimeout.
 	L2Timeout time.Duration
 
 	// DegradedLoads switches degraded mode and bounds it: when L2 fails or times out on a
@@ -208,6 +213,8 @@ func (s Spec) Resolve() (Spec, error) {
 		s.LoaderTimeout = DefaultLoaderTimeout
 	case s.LoaderTimeout < time.Millisecond:
 		return Spec{}, bad("LoaderTimeout", "at least 1ms", s.LoaderTimeout)
+	case s.LoaderTimeout > MaxTimeout:
+		return Spec{}, bad("LoaderTimeout", fmt.Sprintf("at most tables.MaxTimeout (%v)", MaxTimeout), s.LoaderTimeout)
 	}
 	switch {
 	case s.EarlyRefreshBeta == 0:
@@ -229,6 +236,8 @@ func (s Spec) Resolve() (Spec, error) {
 		s.L2Timeout = DefaultL2Timeout
 	case s.L2Timeout < time.Millisecond:
 		return Spec{}, bad("L2Timeout", "at least 1ms", s.L2Timeout)
+	case s.L2Timeout > MaxTimeout:
+		return Spec{}, bad("L2Timeout", fmt.Sprintf("at most tables.MaxTimeout (%v)", MaxTimeout), s.L2Timeout)
 	}
 	switch {
 	case s.DegradedLoads == 0:
