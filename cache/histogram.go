@@ -7,7 +7,7 @@ import (
 )
 
 // latencies is a lock-free histogram of durations: 8 buckets per power of two of
-// nanoseconds (each bucket about 9% wide), from 0 to about 17 s, and one for anything
+// nanoseconds (each bucket about 9% wide), from 0 to about 137 s, and one for anything
 // longer. Recording is one atomic add; quantiles are read from the counts, so they are
 // exact to a bucket's width.
 type latencies struct {

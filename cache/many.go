@@ -21,7 +21,8 @@ var (
 // map. It reads L1 first, then the rest of the rows with one MGET (one per shard on a
 // sharded table, pipelined; their PTTLs pipelined behind: one round trip, split per node on a
 // cluster, since all rows of a shard share one slot), leases what is still missing in one
-// pipeline, loads it with one batch-loader
+// pipeline (a row that does not decode is taken over with a call of its own), loads it with
+// one batch-loader
 // call (see [TableOpts].BatchLoad), and writes the outcome with one pipeline. Ids whose rows
 // another filler holds are waited for as Get would. On error it returns what it has, with
 // the error.
