@@ -180,8 +180,7 @@ func (s Spec) Resolve() (Spec, error) {
 	switch {
 	case s.Jitter == 0:
 		s.Jitter = DefaultJitter
-	case s.Jitter == Off:
-		s.Jitter = 0
+	case s.Jitter == Off: // stays Off, so that a resolved Spec resolves to itself
 	case s.Jitter < 0 || s.Jitter >= 1 || math.IsNaN(s.Jitter):
 		return Spec{}, bad("Jitter", "a fraction in [0, 1), or tables.Off", s.Jitter)
 	}
