@@ -2,6 +2,7 @@ package bus
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -71,7 +72,9 @@ func (a *Ack) timeout() time.Duration {
 	if a.Timeout == 0 {
 		return DefaultAckTimeout
 	}
-	return time.Duration(msCeil(a.Timeout)) * time.Millisecond
+	// Near the largest Duration the rounding up would overflow: take the whole milliseconds
+	// below it instead.
+	return time.Duration(min(msCeil(a.Timeout), math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
 }
 
 func (a *Ack) command(bld valkey.Builder) valkey.Completed {

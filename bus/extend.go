@@ -27,13 +27,13 @@ type ExtendOpts struct {
 // holder should then stop and fail it.
 func (b *Bus) Extend(ctx context.Context, j Job, opts *ExtendOpts) (time.Time, error) {
 	deadline, lost, err := b.ExtendMany(ctx, []Job{j}, opts)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if len(lost) > 0 {
+	if len(lost) > 0 { // nothing was written: a shortfall of the Ack says nothing more
 		return time.Time{}, lost[0]
 	}
-	return deadline, nil
+	if err != nil && !errors.Is(err, ErrNotDurable) {
+		return time.Time{}, err
+	}
+	return deadline, err // an *AckError comes with the renewed deadline, as Ack says
 }
 
 // ExtendMany renews the leases of claimed jobs of one queue in one call (a heartbeat). It

@@ -28,6 +28,8 @@ const (
 	DefaultPrefetch = 0
 	// MaxPrefetch bounds WorkerConfig.Prefetch.
 	MaxPrefetch = maxClaim
+	// maxConcurrency is the largest Concurrency the worker uses; a larger one counts as it.
+	maxConcurrency = 1 << 30
 )
 
 // WorkerConfig configures a [Worker]. Queue is required; every zero field means its default.
@@ -37,7 +39,7 @@ type WorkerConfig struct {
 	Queue string
 	// Concurrency is how many handlers run at once. Claims never take more jobs than there
 	// are free slots and the prefetch buffer (Prefetch) together. Default 10
-	// ([DefaultConcurrency]).
+	// ([DefaultConcurrency]); more than 1<<30 counts as 1<<30.
 	Concurrency int
 	// Prefetch is how many jobs beyond the free slots the worker claims ahead: they wait,
 	// leased, in a buffer, and a handler that returns starts the next one at once instead of
@@ -121,7 +123,9 @@ type WorkerConfig struct {
 // withDefaults is c with every zero field set to its default; the Lease's is the bus's.
 // HeartbeatInterval's default needs the kinds' leases: Start computes it.
 func (c WorkerConfig) withDefaults(busLease time.Duration) WorkerConfig {
-	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	// Past maxConcurrency a bound is no bound (the pool grows with the jobs claimed), and the
+	// loop's sums of slots and prefetch must not overflow.
+	c.Concurrency = min(cmp.Or(c.Concurrency, DefaultConcurrency), maxConcurrency)
 	c.Lease = cmp.Or(c.Lease, busLease)
 	c.JobTimeout = cmp.Or(c.JobTimeout, DefaultJobTimeout)
 	if c.Backoff == nil {

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -23,6 +24,10 @@ const (
 // popped: "" for a timeout, wakeWork after an error (the loop then claims, which finds out).
 func (w *Worker) blocker() {
 	timeout := w.cfg.WakeTimeout.Seconds()
+	giveUpAfter := w.cfg.WakeTimeout + blockSlack
+	if giveUpAfter < w.cfg.WakeTimeout { // overflowed: a WakeTimeout near the largest Duration
+		giveUpAfter = math.MaxInt64
+	}
 	backoff := 50 * time.Millisecond
 	for {
 		select {
@@ -36,7 +41,7 @@ func (w *Worker) blocker() {
 		// reads a blocking command with a deadline synchronously, and Close's cancel of
 		// blockCtx would then wait for that deadline.
 		ctx, cancel := context.WithCancel(w.blockCtx)
-		giveUp := time.AfterFunc(w.cfg.WakeTimeout+blockSlack, cancel)
+		giveUp := time.AfterFunc(giveUpAfter, cancel)
 		popped, err := c.Do(ctx, c.B().Blpop().Key(w.q.Wake()).Timeout(timeout).Build()).AsStrSlice()
 		giveUp.Stop()
 		cancel()

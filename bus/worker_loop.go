@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -76,6 +77,10 @@ type loop struct {
 	dueAt          time.Time   // when dueTimer fires (local monotonic clock); zero when stopped
 	laneTimer      *time.Timer // wakes the loop when a held-back lane may give work (worker_lanes.go)
 	laneAt         time.Time   // when laneTimer fires; zero when stopped
+
+	// dueAgain is the wait before the loop reads again a schedule head that was due already
+	// (dueStep); it doubles while the head stays due.
+	dueAgain time.Duration
 }
 
 // newLoop is w's loop, hungry and about to read the schedule, with its timers armed.
@@ -356,5 +361,6 @@ func jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return time.Hour
 	}
-	return d - d/5 + rand.N(2*d/5+1)
+	d = min(d, math.MaxInt64/2) // past it d+d/5 overflows; as good as never all the same
+	return d - d/5 + rand.N(2*(d/5)+1)
 }

@@ -216,9 +216,22 @@ func (l *loop) dueStep() step {
 		case !ok:
 			l.dueTimer.Stop()
 			l.dueAt = time.Time{}
+			l.dueAgain = 0
 		default:
-			l.dueTimer.Reset(wait + time.Millisecond) // the server's clock has ms resolution
-			l.dueAt = time.Now().Add(wait + time.Millisecond)
+			d := wait + time.Millisecond // the server's clock has ms resolution
+			if wait == 0 {
+				// Due already, and still there after this round trip's claim, if it had one:
+				// the worker is full, the queue is paused, or claims promote nothing
+				// (PromoteLimit). A claim takes it once one can; reading the head again every
+				// millisecond meanwhile would be a round trip per millisecond. Back off,
+				// doubling, up to WakeTimeout.
+				l.dueAgain = min(max(2*l.dueAgain, time.Millisecond), w.cfg.WakeTimeout)
+				d = l.dueAgain
+			} else {
+				l.dueAgain = 0
+			}
+			l.dueTimer.Reset(d)
+			l.dueAt = time.Now().Add(d)
 		}
 		return true
 	}}
