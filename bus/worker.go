@@ -30,6 +30,8 @@ const (
 	MaxPrefetch = maxClaim
 	// maxConcurrency is the largest Concurrency the worker uses; a larger one counts as it.
 	maxConcurrency = 1 << 30
+	// maxScriptUint is the largest count a script takes (its uint rule: at most 15 digits).
+	maxScriptUint = 999_999_999_999_999
 )
 
 // WorkerConfig configures a [Worker]. Queue is required; every zero field means its default.
@@ -83,7 +85,8 @@ type WorkerConfig struct {
 	// leader is needed and no job moves twice. Default 2 s ([DefaultHousekeepInterval]),
 	// jittered by ±20 %; negative: none.
 	HousekeepInterval time.Duration
-	// HousekeepLimit bounds one reap and one promote. Default 100 ([DefaultLimit]).
+	// HousekeepLimit bounds one reap and one promote. Default 100 ([DefaultLimit]); at most
+	// 999999999999999, the scripts' bound.
 	HousekeepLimit int
 	// Logger receives the worker's log lines: job outcomes at Debug, handler errors and
 	// stale answers at Warn, dead jobs and transport errors at Error. Default slog.Default().
@@ -153,6 +156,9 @@ func (c WorkerConfig) validate() error {
 		field{"WakeTimeout", int64(c.WakeTimeout)}, field{"HousekeepLimit", int64(c.HousekeepLimit)})
 	if err != nil {
 		return err
+	}
+	if c.HousekeepLimit > maxScriptUint {
+		return fmt.Errorf("%w: %s: HousekeepLimit %d is more than %d: reap and promote would refuse every call", ErrInvalid, where, c.HousekeepLimit, int64(maxScriptUint))
 	}
 	if c.Prefetch > MaxPrefetch {
 		return fmt.Errorf("%w: %s: Prefetch %d is more than %d (MaxPrefetch)", ErrInvalid, where, c.Prefetch, MaxPrefetch)

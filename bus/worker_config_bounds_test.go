@@ -47,3 +47,15 @@ func TestWorkerHugeConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkerHousekeepLimitBound: a HousekeepLimit the scripts refuse (more than 15 digits)
+// is NewWorker's error naming the field, not a worker whose every reap and promote fails.
+func TestWorkerHousekeepLimitBound(t *testing.T) {
+	t.Parallel()
+	b := newBus(t, valkeytest.Shared(t).Client(t), bus.Config{})
+	_, err := bus.NewWorker(b, bus.WorkerConfig{Queue: valkeytest.TestName(t), HousekeepLimit: 1_000_000_000_000_000})
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	require.ErrorContains(t, err, "HousekeepLimit")
+	_, err = bus.NewWorker(b, bus.WorkerConfig{Queue: valkeytest.TestName(t), HousekeepLimit: 999_999_999_999_999})
+	require.NoError(t, err)
+}
