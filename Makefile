@@ -75,4 +75,7 @@ bench-profile: setup ## Where an EchoMQ worker's time goes: server µs/job by sc
 	bash bench/run.sh profile
 
 soak: setup ## Crash and model soak: 100,000 jobs and 20 SIGKILLs, the zombie, the protocol model (with lanes) at 2,000 checks, the cluster soak at 3 x 20,000 jobs, delayed jobs picked up within 20 ms (p99), lanes: fairness behind 50,000 jobs, a cap across 8 SIGKILLs, a rate for 10 s
-	EMQ_SOAK=1 ECHO_TIMING=1 go test -race -count=1 -timeout 60m -run '^(TestWorkerKill|TestWorkerZombie|TestProtocolModel|TestClusterSoak|TestWorkerPickupOnTime|TestLaneFairness|TestLaneCapProcesses|TestLaneRateProcesses)$$' ./bus/ -rapid.checks=2000
+	EMQ_SOAK=1 ECHO_TIMING=1 go test -race -count=1 -timeout 60m -run '^(TestWorkerKill|TestWorkerZombie|TestProtocolModel|TestClusterSoak|TestLaneFairness|TestLaneCapProcesses)$$' ./bus/ -rapid.checks=2000
+	# The soaks that measure time run alone, one after the other: beside the others, the two
+	# cores are not the workers' to give (a rate of 200/s came out at 170 to 187 a second).
+	EMQ_SOAK=1 ECHO_TIMING=1 go test -race -count=1 -parallel 1 -timeout 10m -run '^(TestWorkerPickupOnTime|TestLaneRateProcesses)$$' ./bus/
