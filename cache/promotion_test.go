@@ -39,7 +39,7 @@ func TestLaggingReplicaPromoted(t *testing.T) {
 	t.Cleanup(cb.Close)
 	lossy, whole := tableName(t), tableName(t)
 	f := newRegressionFixture(t, ca, cb, lossy, whole)
-	a1, b1, b2 := f.a1, f.b1, f.b2
+	a1, b2 := f.a1, f.b2
 	f.seed(t)
 
 	slot := keys.Slot(keys.MustTable(lossy).Record())
@@ -57,11 +57,7 @@ func TestLaggingReplicaPromoted(t *testing.T) {
 	require.Positive(t, acked)
 	require.NoError(t, replica.Stop())
 	require.NoError(t, admin.Do(ctx, admin.B().ClientKill().TypeReplica().Build()).Error())
-	for v := 2; v <= 51; v++ {
-		require.NoError(t, a1.Set(ctx, "k", v))
-	}
-	valkeytest.Eventually(t, 10*time.Second, "b1 to receive 51 writes", func() bool { return b1.Stats().InvalidationsReceived == 51 })
-	valkeytest.Eventually(t, 10*time.Second, "b1 to hold the last pre-failover value", inL1(b1, "k", 51))
+	f.writeUpTo51(t)
 	flushes2 := b2.Stats().Flushes
 
 	require.NoError(t, primary.Kill())

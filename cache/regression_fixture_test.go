@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/cache"
 	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/tables"
 )
 
@@ -85,4 +87,62 @@ func (f *regressionFixture) wholeKept(t *testing.T, flushes int64) {
 	valkeytest.Eventually(t, 10*time.Second, "two reconciles of the whole table", func() bool { return f.b2.Stats().Reconciles >= r2+2 })
 	require.Equal(t, flushes, f.b2.Stats().Flushes, "no flush where nothing was lost")
 	require.Zero(t, f.b2.Stats().Regressions)
+}
+
+// twoCaches is two caches with cfg over one server, the writer's and the reader's, closed
+// with the test.
+func twoCaches(t *testing.T, srv *valkeytest.Server, cfg cache.Config) (ca, cb *cache.Cache) {
+	t.Helper()
+	ca, err := cache.New(srv.Client(t), cfg)
+	require.NoError(t, err)
+	t.Cleanup(ca.Close)
+	cb, err = cache.New(srv.Client(t), cfg)
+	require.NoError(t, err)
+	t.Cleanup(cb.Close)
+	return ca, cb
+}
+
+// snapshotOf DUMPs the lossy table's record and k's row now, and returns what puts them back
+// (RESTORE REPLACE): what a restore from a snapshot taken now does to them.
+func (f *regressionFixture) snapshotOf(t *testing.T, admin valkey.Client) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	ks := []string{keys.MustTable(f.a1.Spec().Name).Record(), rowKey(t, f.a1, "k")}
+	snaps := make([]string, len(ks))
+	for i, k := range ks {
+		s, err := admin.Do(ctx, admin.B().Dump().Key(k).Build()).ToString()
+		require.NoError(t, err)
+		snaps[i] = s
+	}
+	return func() {
+		for i, k := range ks {
+			require.NoError(t, admin.Do(ctx, admin.B().Restore().Key(k).Ttl(0).SerializedValue(snaps[i]).Replace().Build()).Error())
+		}
+	}
+}
+
+// writeUpTo51 sets k to 2 through 51 and waits until the reader received them all and holds
+// 51.
+func (f *regressionFixture) writeUpTo51(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for v := 2; v <= 51; v++ {
+		require.NoError(t, f.a1.Set(ctx, "k", v))
+	}
+	valkeytest.Eventually(t, 10*time.Second, "b1 to receive 51 writes", func() bool { return f.b1.Stats().InvalidationsReceived == 51 })
+	valkeytest.Eventually(t, 10*time.Second, "b1 to hold the last value", inL1(f.b1, "k", 51))
+}
+
+// readerAnswersLoader reads k from the reader until it answers the loader's 0 or deadline
+// passes, and returns the last answer.
+func (f *regressionFixture) readerAnswersLoader(t *testing.T, deadline time.Time) int {
+	t.Helper()
+	for {
+		v, err := f.b1.Get(context.Background(), "k")
+		require.NoError(t, err)
+		if v == 0 || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

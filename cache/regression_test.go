@@ -55,11 +55,7 @@ func TestSequenceRegression(t *testing.T) {
 			a1, b1, b2 := f.a1, f.b1, f.b2
 			f.seed(t)
 			require.NoError(t, srv.Client(t).Do(ctx, srv.Client(t).B().Save().Build()).Error())
-			for v := 2; v <= 51; v++ {
-				require.NoError(t, a1.Set(ctx, "k", v))
-			}
-			valkeytest.Eventually(t, 10*time.Second, "b1 to receive 51 writes", func() bool { return b1.Stats().InvalidationsReceived == 51 })
-			valkeytest.Eventually(t, 10*time.Second, "b1 to hold the last pre-restart value", inL1(b1, "k", 51))
+			f.writeUpTo51(t)
 			flushes2 := b2.Stats().Flushes
 
 			require.NoError(t, srv.Kill())
