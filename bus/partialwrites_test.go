@@ -81,12 +81,15 @@ func refusedOrDone(t *testing.T, tg valkeytest.Target, name string, before state
 	}
 }
 
-// laneCounts reads laneactive's count of each of the first n lanes.
-func laneCounts(t *testing.T, c valkey.Client, q keys.Queue, n int) map[string]string {
+// requireLaneCounts fails unless laneactive holds exactly n lanes, each counting want.
+func requireLaneCounts(t *testing.T, c valkey.Client, q keys.Queue, n int, want string) {
 	t.Helper()
 	m, err := c.Do(context.Background(), c.B().Hgetall().Key(q.LaneActive()).Build()).AsStrMap()
 	require.NoError(t, err)
-	return m
+	require.Len(t, m, n)
+	for lane, v := range m {
+		require.Equal(t, want, v, lane)
+	}
 }
 
 // TestNoPartialWriteCompleteManyManyLanes: completemany retiring jobs of more than 4000 lanes
@@ -109,11 +112,7 @@ func TestNoPartialWriteCompleteManyManyLanes(t *testing.T) {
 	n, err := res[0].AsInt64()
 	require.NoError(t, err)
 	require.EqualValues(t, manyLanes, n)
-	counts := laneCounts(t, c, q, manyLanes)
-	require.Len(t, counts, manyLanes)
-	for lane, v := range counts {
-		require.Equal(t, "1", v, lane)
-	}
+	requireLaneCounts(t, c, q, manyLanes, "1")
 	require.Empty(t, scanAll(t, c, q.JobPrefix()))
 }
 
@@ -133,11 +132,7 @@ func TestNoPartialWriteReapManyLanes(t *testing.T) {
 	requeued, err := res[0].ToArray()
 	require.NoError(t, err)
 	require.Len(t, requeued, manyLanes)
-	counts := laneCounts(t, c, q, manyLanes)
-	require.Len(t, counts, manyLanes)
-	for lane, v := range counts {
-		require.Equal(t, "1", v, lane)
-	}
+	requireLaneCounts(t, c, q, manyLanes, "1")
 }
 
 func laneclaimKeys(q keys.Queue) []string {
@@ -168,11 +163,7 @@ func TestNoPartialWriteLaneClaimManyLanes(t *testing.T) {
 		n, err := res[3].AsInt64()
 		require.NoError(t, err)
 		require.EqualValues(t, manyLanes, n)
-		counts := laneCounts(t, c, q, manyLanes)
-		require.Len(t, counts, manyLanes)
-		for lane, v := range counts {
-			require.Equal(t, "1", v, lane)
-		}
+		requireLaneCounts(t, c, q, manyLanes, "1")
 	})
 
 	t.Run("promote", func(t *testing.T) {
