@@ -92,18 +92,19 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 			unreadable = append(unreadable, i)
 		}
 	}
-	t.st.misses.Add(int64(len(absent) + len(unreadable) + len(others)))
 	var errs []error
 	if len(absent)+len(unreadable) > 0 {
 		raced, err := t.fillMany(ctx, rest, idStrs, keys, gens, rows, absent, unreadable, out)
+		t.st.misses.Add(int64(len(absent) + len(unreadable) - len(raced)))
 		others = append(others, raced...)
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	// Rows another filler holds (or won a race for): wait for them as Get does. Their
-	// fills run elsewhere concurrently, so waiting one after the other costs about the
-	// longest of them.
+	// Rows another filler holds (or won a race for): wait for them as Get does, which counts
+	// each as Get counts it (a miss, or an L2 hit when the row landed meanwhile). Their fills
+	// run elsewhere concurrently, so waiting one after the other costs about the longest of
+	// them.
 	for _, i := range others {
 		v, _, err := t.get(ctx, rest[i])
 		switch {

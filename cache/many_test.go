@@ -210,6 +210,7 @@ func TestGetManyEdges(t *testing.T) {
 			require.Equal(t, int64(1), st.LeaseWaits)
 			require.Equal(t, int64(1), st.LeaseTakeovers)
 			require.Equal(t, int64(3), src.calls.Load())
+			require.Equal(t, [2]int64{3, 0}, [2]int64{st.Misses, st.L2Hits}, "each id read counts once: three misses")
 		})
 
 		t.Run("failing batch", func(t *testing.T) {
