@@ -165,10 +165,12 @@
 // message published while a subscriber is disconnected is lost, and the subscriber is told,
 // because a cache must then flush what those channels cover. A subscription delivers
 // [Event]s to its handler on its own goroutine: [Message]; [Subscribed] after the first
-// subscribe and after every resubscribe (Resubscribed, Count); [Disconnected] when a
-// connection drops (it resubscribes by itself, with backoff); and [Overflow] when the handler
-// fell behind and messages were dropped at that point of the stream. Nothing is dropped
-// silently.
+// subscribe and after resubscribes (Resubscribed, Count); [Disconnected] when a connection
+// drops (it resubscribes by itself, with backoff); and [Overflow] when the handler fell
+// behind and messages were dropped at that point of the stream. Nothing is dropped silently.
+// A handler that is behind gets a flapping connection's drops and resubscribes coalesced
+// into the latest Disconnected and Subscribed (see package topic), so what is queued stays
+// bounded.
 //
 // The topics are package topic's, and are also available on their own there (topic.New,
 // with no queue; the cache subscribes to its invalidations that way). These three verbs

@@ -17,12 +17,26 @@
 // valkey-go's reader, one at a time and in order per connection:
 //
 //   - [Message]: a message arrived (Channel, Name, Payload);
-//   - [Subscribed]: after the first subscribe, and after every resubscribe (Resubscribed,
-//     Count);
-//   - [Disconnected]: a connection dropped (Err); the subscription resubscribes by itself,
-//     with backoff, until [Subscription.Close];
+//   - [Subscribed]: after the first subscribe, and after resubscribes (Resubscribed,
+//     Count; coalesced when the handler is behind, see below);
+//   - [Disconnected]: a connection dropped (Err); the subscription resubscribes by itself
+//     until [Subscription.Close]: at once after the drop of a connection that had stayed
+//     subscribed for 100 ms, else with exponential backoff and jitter (up to 5 s), so a
+//     server that drops every connection right after confirming it is not hammered;
 //   - [Overflow]: the handler fell behind [Config.SubscribeBuffer] messages and Dropped
 //     messages were discarded at this point of the stream. Nothing is dropped silently.
+//
+// What a subscription queues for a handler that falls behind is bounded: at most
+// [Config.SubscribeBuffer] messages, and at most two control events per connection, its
+// latest Disconnected and Subscribed. When a connection flaps while its handler is busy, the
+// Disconnected and Subscribed events it has not yet received are coalesced: they are
+// replaced by the latest ones, queued after every message that arrived before them, with
+// the latest Err and Count (so Count may jump by more than one, and a first Subscribed still
+// queued may arrive as a Subscribed with Resubscribed set). What a handler relies on holds:
+// per connection it sees Disconnected and Subscribed alternate; every Subscribed comes after
+// every message that arrived before that resubscribe; and a resubscribe it is not told of was
+// followed by another drop, so a Disconnected comes, and a Subscribed with Resubscribed set
+// once the connection is back (resyncing on that one covers the messages of every drop).
 //
 // # One complete flow
 //

@@ -1,5 +1,7 @@
 package topic
 
+import "time"
+
 // Queued reports what a subscription holds for its handler: queued messages, and the drops
 // recorded by an Overflow event still queued. Tests use it to wait for a state instead of
 // sleeping.
@@ -13,4 +15,12 @@ func (s *Subscription) Queued() (messages, dropped int) {
 		}
 	}
 	return q.messages, dropped
+}
+
+// StableAfter returns c with the time a connection must stay subscribed before its drop is
+// retried at once set to d (resubscribeStable by default), so a test of the backoff does not
+// depend on how soon its handler runs.
+func StableAfter(c Config, d time.Duration) Config {
+	c.stable = d
+	return c
 }

@@ -4,12 +4,22 @@ import "sync"
 
 // eventQueue hands events from valkey-go's goroutines to the handler goroutine. push never
 // blocks: past limit queued messages it drops messages and records the drop as an Overflow
-// event at that point of the stream. Control events are always queued; they are rare.
+// event at that point of the stream.
+//
+// Control events are bounded too: a connection's queued control events are at most its
+// latest two (a Disconnected and a Subscribed, in either order). A push of a kind that is
+// already queued for the connection supersedes every control event queued for it: they are
+// removed and the new one is appended, so the handler still sees Disconnected and Subscribed
+// alternate per connection, a resubscribe (with the latest Count and Err) after every message
+// queued before it, and never a resubscribe earlier than it happened. Overflow events that a
+// removal leaves side by side are merged. So a queue holds at most limit messages, two
+// control events per connection and one Overflow between any two of those.
 type eventQueue struct {
 	mu       sync.Mutex
 	events   []Event
 	head     int
 	messages int // Message events queued
+	controls int // Subscribed and Disconnected events queued
 	limit    int
 	closed   bool
 	wake     chan struct{} // capacity 1: "something was pushed or the queue closed"
@@ -35,6 +45,10 @@ func (q *eventQueue) push(e Event) {
 	case e.Kind == Message:
 		q.messages++
 		q.events = append(q.events, e)
+	case e.Kind == Subscribed || e.Kind == Disconnected:
+		q.supersede(e)
+		q.controls++
+		q.events = append(q.events, e)
 	default:
 		q.events = append(q.events, e)
 	}
@@ -43,6 +57,50 @@ func (q *eventQueue) push(e Event) {
 	case q.wake <- struct{}{}:
 	default:
 	}
+}
+
+// connOf names the connection a control event is about: its first channel (the connections
+// of one subscription hold disjoint channels).
+func connOf(e Event) string {
+	if len(e.Channels) == 0 {
+		return ""
+	}
+	return e.Channels[0]
+}
+
+// supersede removes the control events queued for e's connection when one of them is of e's
+// kind (e, appended next, supersedes them), merging the Overflow events the removal joins.
+// q.mu is held.
+func (q *eventQueue) supersede(e Event) {
+	if q.controls == 0 {
+		return
+	}
+	conn := connOf(e)
+	found := false
+	for _, x := range q.events[q.head:] {
+		if x.Kind == e.Kind && connOf(x) == conn {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	w := q.head
+	for _, x := range q.events[q.head:] {
+		switch {
+		case (x.Kind == Subscribed || x.Kind == Disconnected) && connOf(x) == conn:
+			q.controls--
+			continue
+		case x.Kind == Overflow && w > q.head && q.events[w-1].Kind == Overflow:
+			q.events[w-1].Dropped += x.Dropped
+			continue
+		}
+		q.events[w] = x
+		w++
+	}
+	clear(q.events[w:])
+	q.events = q.events[:w]
 }
 
 // pop waits for the next event; ok is false once the queue is closed.
@@ -57,13 +115,18 @@ func (q *eventQueue) pop() (Event, bool) {
 			e := q.events[q.head]
 			q.events[q.head] = Event{}
 			q.head++
-			if e.Kind == Message {
+			switch e.Kind {
+			case Message:
 				q.messages--
+			case Subscribed, Disconnected:
+				q.controls--
 			}
 			if q.head == len(q.events) {
 				q.events, q.head = q.events[:0], 0
 			} else if q.head > 1024 && q.head > len(q.events)/2 {
-				q.events, q.head = append(q.events[:0], q.events[q.head:]...), 0
+				n := copy(q.events, q.events[q.head:])
+				clear(q.events[n:]) // the moved events' old slots must not keep their payloads
+				q.events, q.head = q.events[:n], 0
 			}
 			q.mu.Unlock()
 			return e, true

@@ -8,7 +8,8 @@ import (
 )
 
 // TestEventQueue: the queue between valkey-go and the handler keeps order, bounds messages
-// (not control events), and turns every drop into an Overflow at the point of loss.
+// (control events: TestControlEventsBounded), and turns every drop into an Overflow at the
+// point of loss.
 func TestEventQueue(t *testing.T) {
 	t.Parallel()
 	q := newEventQueue(2)

@@ -14,11 +14,14 @@ import (
 	"github.com/echocache/echocache/keys"
 )
 
-// Resubscribe backoff: the first retry after a drop is immediate, later ones back off
-// exponentially with jitter, so a flapping server is not hammered.
+// Resubscribe backoff: the first retry after the drop of a connection that stayed subscribed
+// for resubscribeStable is immediate; later ones, and every retry after a connection that
+// dropped sooner, back off exponentially with jitter, so a flapping server (one that
+// confirms the subscription and drops the connection right after) is not hammered.
 const (
-	resubscribeMin = 50 * time.Millisecond
-	resubscribeMax = 5 * time.Second
+	resubscribeMin    = 50 * time.Millisecond
+	resubscribeMax    = 5 * time.Second
+	resubscribeStable = 100 * time.Millisecond
 )
 
 // EventKind says what an [Event] reports.
@@ -28,9 +31,11 @@ type EventKind uint8
 const (
 	// Message: a message arrived on Channel (Name is its topic or table), with Payload.
 	Message EventKind = iota + 1
-	// Subscribed: Channels are subscribed: after the first subscribe, and again after every
-	// resubscribe (Resubscribed true, Count > 1). Messages published while they were not
-	// subscribed are lost: a cache flushes what those channels cover.
+	// Subscribed: Channels are subscribed: after the first subscribe, and again after
+	// resubscribes (Resubscribed true, Count > 1). Messages published while they were not
+	// subscribed are lost: a cache flushes what those channels cover. Resubscribes that
+	// happen while the handler has not yet received the previous ones are coalesced into
+	// one, the latest (see the package doc).
 	Subscribed
 	// Disconnected: the connection carrying Channels dropped (Err says why); the subscription
 	// resubscribes by itself and reports Subscribed when it has.
@@ -85,6 +90,7 @@ type Subscription struct {
 	channels []string
 	handle   func(Event)
 	queue    *eventQueue
+	stable   time.Duration // how long a connection stays up before its drop is retried at once
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -112,7 +118,8 @@ func (t *Topics) Subscribe(ctx context.Context, names []string, handle func(Even
 // keys.Table.Inval). On a cluster it holds one connection per slot, elsewhere one in all; it
 // resubscribes by itself after a drop, with backoff, until [Subscription.Close]. Events are
 // queued for handle up to [Config.SubscribeBuffer] messages; past that, messages are dropped
-// and counted in an [Overflow] event.
+// and counted in an [Overflow] event. A connection's Disconnected and Subscribed events that
+// handle has not yet received are coalesced into its latest two (see the package doc).
 //
 // It returns once the server confirmed every channel, with the first Subscribed event(s)
 // queued for handle: a message published after it returns is delivered. When the first
@@ -152,7 +159,7 @@ func (t *Topics) SubscribeChannels(ctx context.Context, channels []string, handl
 		groups = [][]string{channels}
 	}
 
-	s := &Subscription{client: t.client, channels: channels, handle: handle, queue: newEventQueue(t.cfg.SubscribeBuffer)}
+	s := &Subscription{client: t.client, channels: channels, handle: handle, queue: newEventQueue(t.cfg.SubscribeBuffer), stable: t.cfg.stable}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.loop.Add(1)
 	go s.deliver()
@@ -210,11 +217,15 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 	defer s.conns.Done()
 	var (
 		mu        sync.Mutex
-		count     int  // successful subscriptions so far
-		confirmed int  // confirmations on the current connection
-		up        bool // the current connection is subscribed
+		count     int       // successful subscriptions so far
+		confirmed int       // confirmations on the current connection
+		up        bool      // the current connection is subscribed
+		upAt      time.Time // when it was
 	)
-	failures := 0 // attempts since the last drop that did not subscribe
+	// failures counts, since the last drop of a stable connection, the attempts that did not
+	// subscribe or whose connection did not stay up for resubscribeStable: the backoff grows
+	// with it.
+	failures := 0
 	for {
 		mu.Lock()
 		confirmed, up = 0, false
@@ -230,7 +241,7 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 			if confirmed != len(channels) {
 				return
 			}
-			up = true
+			up, upAt = true, time.Now()
 			count++
 			s.queue.push(Event{Kind: Subscribed, Channels: slices.Clone(channels), Resubscribed: count > 1, Count: count})
 			if count == 1 {
@@ -250,7 +261,7 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 			err = errUnsubscribed
 		}
 		mu.Lock()
-		wasUp, everUp := up, count > 0
+		wasUp, everUp, stable := up, count > 0, up && time.Since(upAt) >= s.stable
 		up = false
 		mu.Unlock()
 		if !everUp {
@@ -259,9 +270,11 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 		}
 		if wasUp {
 			s.queue.push(Event{Kind: Disconnected, Channels: slices.Clone(channels), Err: err})
-			failures = 0 // the first retry after a drop is immediate
+		}
+		if stable {
+			failures = 0 // the first retry after the drop of a stable connection is immediate
 		} else {
-			failures++
+			failures++ // a failed attempt, or a connection that flapped: back off further
 		}
 		if failures > 0 {
 			backoff := min(resubscribeMin<<min(failures-1, 10), resubscribeMax)

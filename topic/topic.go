@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -27,12 +28,15 @@ type Config struct {
 	// SubscribeBuffer is how many messages a subscription queues for its handler before it
 	// drops messages and reports an [Overflow]. Default 1024 ([DefaultSubscribeBuffer]).
 	SubscribeBuffer int
+
+	stable time.Duration // resubscribeStable unless a test sets it (export_test.go)
 }
 
 // withDefaults fills the zero fields with their defaults.
 func (c Config) withDefaults() Config {
 	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
 	c.SubscribeBuffer = cmp.Or(c.SubscribeBuffer, DefaultSubscribeBuffer)
+	c.stable = cmp.Or(c.stable, resubscribeStable)
 	return c
 }
 
