@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,10 +40,11 @@ func (j EnqueuedJob) String() string {
 	return s
 }
 
-// Enqueued lists the jobs waiting in queue: its pending jobs in claim order, then its
-// scheduled jobs by run-at, at most 10,000 of each. It reads the sets and then each job's
-// row (bus.Lookup), so jobs claimed or moved meanwhile are left out. A failed read fails the
-// test.
+// Enqueued lists the jobs waiting in queue: its jobs of priority 1 to 3 (keys.Urgent, most
+// urgent first), its pending jobs in mint order, each lane's waiting jobs (keys.LanePending,
+// lanes by name, each in mint order), then its scheduled jobs by run-at, at most 10,000 of
+// each set. It reads the sets and then each job's row (bus.Lookup), so jobs claimed or moved
+// meanwhile are left out. A failed read fails the test.
 func Enqueued(tb testing.TB, b *bus.Bus, queue string) []EnqueuedJob {
 	tb.Helper()
 	q, err := keys.NewQueue(queue)
@@ -51,8 +53,30 @@ func Enqueued(tb testing.TB, b *bus.Bus, queue string) []EnqueuedJob {
 	}
 	ctx := context.Background()
 	c := b.Client()
+	// The lanes that hold jobs: every job of a lane has its field in joblane (FORMAT joblane,
+	// "<priority>:<refunds>:<lane>"), so the lanes named there are all the lanes with jobs.
+	fields, err := c.Do(ctx, c.B().Hvals().Key(q.JobLane()).Build()).AsStrSlice()
+	if err != nil {
+		tb.Fatalf("echotest: Enqueued: reading %s: %v", q.JobLane(), err)
+	}
+	var lanes []string
+	for _, f := range fields {
+		if parts := strings.SplitN(f, ":", 3); len(parts) == 3 && parts[2] != "" && !slices.Contains(lanes, parts[2]) {
+			lanes = append(lanes, parts[2])
+		}
+	}
+	slices.Sort(lanes)
+	sets := []string{q.Urgent(), q.Pending()}
+	for _, l := range lanes {
+		key, err := q.LanePending(l)
+		if err != nil {
+			tb.Fatalf("echotest: Enqueued: %s names lane %q: %v", q.JobLane(), l, err)
+		}
+		sets = append(sets, key)
+	}
+	sets = append(sets, q.Schedule())
 	var ids []string
-	for _, set := range []string{q.Pending(), q.Schedule()} {
+	for _, set := range sets {
 		got, err := c.Do(ctx, c.B().Zrange().Key(set).Min("0").Max(fmt.Sprint(maxListed-1)).Build()).AsStrSlice()
 		if err != nil {
 			tb.Fatalf("echotest: Enqueued: reading %s: %v", set, err)
@@ -60,7 +84,12 @@ func Enqueued(tb testing.TB, b *bus.Bus, queue string) []EnqueuedJob {
 		ids = append(ids, got...)
 	}
 	var out []EnqueuedJob
+	seen := make(map[string]bool, len(ids))
 	for _, s := range ids {
+		if seen[s] {
+			continue // moved from one set to another between the reads
+		}
+		seen[s] = true
 		id, err := keys.ParseJobID(s)
 		if err != nil {
 			tb.Fatalf("echotest: Enqueued: queue %s holds %q, not a JOB id", queue, s)

@@ -1,6 +1,8 @@
 package echotest
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
 )
 
 // mainRun is set by Main: Valkey then hands out one shared server per test binary.
@@ -90,5 +93,13 @@ func (s *Server) Bus(tb testing.TB, cfg *bus.Config) *bus.Bus {
 // start from an empty queue empties it or adds a suffix of its own.
 func Name(tb testing.TB) string {
 	tb.Helper()
-	return valkeytest.TestName(tb)
+	name := valkeytest.TestName(tb)
+	if name == tb.Name() {
+		return name
+	}
+	// The name lost bytes the grammar has no place for (a subtest's /, a #, a space) or was
+	// cut: tests whose names differ only there (TestA/b/c and TestA/b_c) would share it. A
+	// hash of the test's whole name keeps them apart.
+	sum := sha1.Sum([]byte(tb.Name()))
+	return name[:min(len(name), keys.MaxNameLen-9)] + "." + hex.EncodeToString(sum[:4])
 }

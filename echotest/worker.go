@@ -108,6 +108,10 @@ const (
 	// Snoozed: the handler returned a *bus.SnoozeError; a worker runs the job again after
 	// Result.Delay, without counting a failure.
 	Snoozed
+	// RateLimited: the handler returned bus.RateLimited; a worker hands the job back at once
+	// with its attempt refunded, and closes the job's lane (or the queue's jobs without a
+	// lane) for Result.Delay.
+	RateLimited
 )
 
 func (o Outcome) String() string {
@@ -120,6 +124,8 @@ func (o Outcome) String() string {
 		return "dead"
 	case Snoozed:
 		return "snoozed"
+	case RateLimited:
+		return "rate limited"
 	}
 	return fmt.Sprintf("Outcome(%d)", uint8(o))
 }
@@ -131,7 +137,8 @@ type Result struct {
 	// Err is what the handler (through the middleware) returned: nil, its error, a
 	// *bus.PanicError, or a context error when the timeout ended it.
 	Err error
-	// Outcome is what a worker would do with the job; Delay is a snooze's delay.
+	// Outcome is what a worker would do with the job; Delay is a snooze's delay, or how long
+	// a RateLimited closes the lane.
 	Outcome Outcome
 	Delay   time.Duration
 	// Kept reports whether a worker would keep a result for the job: the kind keeps results,
@@ -166,9 +173,14 @@ func (w *Worker[T]) Work(ctx context.Context, tb testing.TB, args T, opts *WorkO
 	job := bus.Job{Queue: w.queue, ID: o.ID, Token: cmp.Or(o.Attempt, 1), Payload: payload}
 	c := &bus.Call{Queue: w.queue, Kind: w.kind, Job: job, Args: payload[len(w.kind)+1:]}
 	if w.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, w.timeout, bus.ErrJobTimeout)
-		defer cancel()
+		// As in a worker (bus/worker_deadline.go): the context reports the deadline and is
+		// cancelled when it passes, cause bus.ErrJobTimeout, so ctx.Err is context.Canceled.
+		at := time.Now().Add(w.timeout)
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(deadlineCtx{ctx, at})
+		defer cancel(nil)
+		timer := time.AfterFunc(time.Until(at), func() { cancel(bus.ErrJobTimeout) })
+		defer timer.Stop()
 	}
 	taken := func() ([]byte, bool) { return nil, false }
 	if w.results {
@@ -185,7 +197,8 @@ func (w *Worker[T]) Work(ctx context.Context, tb testing.TB, args T, opts *WorkO
 }
 
 // outcomeOf reads a handler's error as a worker does (bus/worker_outcome.go): a panic fails
-// the job whatever its value; a snooze snoozes it; SkipRetry sends it to dead.
+// the job whatever its value; a snooze snoozes it; a RateLimited hands it back; SkipRetry
+// sends it to dead.
 func outcomeOf(err error) (Outcome, time.Duration) {
 	if err == nil {
 		return Completed, 0
@@ -194,11 +207,28 @@ func outcomeOf(err error) (Outcome, time.Duration) {
 		return Failed, 0
 	}
 	var snooze *bus.SnoozeError
+	var limited *bus.RateLimitedError
 	switch {
 	case errors.As(err, &snooze):
 		return Snoozed, snooze.Delay
+	case errors.As(err, &limited):
+		return RateLimited, limited.Delay
 	case errors.Is(err, bus.ErrSkipRetry):
 		return Dead, 0
 	}
 	return Failed, 0
+}
+
+// deadlineCtx is ctx reporting the deadline at, or ctx's own when that is sooner; it does not
+// end by itself at it (Work's timer cancels the handler's context).
+type deadlineCtx struct {
+	context.Context
+	at time.Time
+}
+
+func (c deadlineCtx) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.at) {
+		return d, true
+	}
+	return c.at, true
 }

@@ -6,7 +6,9 @@
 // built by hand) starts a "send <queue>" span of kind producer and injects it;
 // [Telemetry.Middleware], installed in bus.WorkerConfig.Middleware, extracts it and runs the
 // handler in a "process <queue>" span of kind consumer, a child of the producer's span (one
-// trace across processes) with a link to it as the messaging conventions ask. Both carry the
+// trace across processes) with a link to it as the messaging conventions ask; whatever else
+// Config.Propagator carries (baggage, with a composite propagator) reaches the handler's
+// context too. Both carry the
 // OpenTelemetry messaging semantic-convention attributes: messaging.system "echomq",
 // messaging.destination.name (the queue), messaging.operation.name and .type (send,
 // process), messaging.message.id (the JOB id), messaging.message.body.size, and
@@ -16,7 +18,9 @@
 // name: dots for underscores, no _total, the unit in the instrument):
 //
 //   - [Telemetry.Middleware] records the histograms echomq.job.run.duration (s; attributes
-//     messaging.destination.name, echomq.job.kind, echomq.job.outcome) and
+//     messaging.destination.name, echomq.job.kind, echomq.job.outcome: completed, failed,
+//     snoozed or rate_limited, as [Outcome] reads the handler's result, or handed_back for a
+//     failure after Close's deadline cancelled the handler, which the worker hands back) and
 //     echomq.job.wait.duration (s; first claims only: claim time minus the mint time the id
 //     carries).
 //   - [ObserveFleet] registers observable instruments read from what every process publishes

@@ -72,7 +72,7 @@ func New(cfg Config) (*Telemetry, error) {
 	cfg = cfg.withDefaults()
 	meter := cfg.MeterProvider.Meter(ScopeName)
 	run, err := meter.Float64Histogram("echomq.job.run.duration", metric.WithUnit("s"),
-		metric.WithDescription("Handler run time, by outcome (completed, failed, snoozed)."))
+		metric.WithDescription("Handler run time, by outcome (completed, failed, snoozed, rate_limited, handed_back)."))
 	if err != nil {
 		return nil, fmt.Errorf("echootel: %w", err)
 	}
@@ -171,6 +171,9 @@ func (t *Telemetry) Middleware() bus.Middleware {
 			hs, _ := bus.EnvelopeHeaders(c.Job.Payload)
 			carrier := headerCarrier(hs)
 			producer := trace.SpanContextFromContext(t.prop.Extract(context.Background(), &carrier))
+			// The whole propagated context (baggage and whatever else the propagator carries)
+			// reaches the handler, not the span context alone.
+			ctx = t.prop.Extract(ctx, &carrier)
 			opts := []trace.SpanStartOption{
 				trace.WithSpanKind(trace.SpanKindConsumer),
 				trace.WithAttributes(t.systemAttr, semconv.MessagingDestinationName(c.Queue),
@@ -190,6 +193,11 @@ func (t *Telemetry) Middleware() bus.Middleware {
 			}
 			err := next(ctx, c)
 			outcome := Outcome(err)
+			if outcome == "failed" && errors.Is(context.Cause(ctx), bus.ErrWorkerClosed) {
+				// Close's deadline cancelled the handler: the worker hands the job back
+				// without counting a failure.
+				outcome = "handed_back"
+			}
 			t.run.Record(ctx, t.now().Sub(start).Seconds(), attrs, metric.WithAttributes(OutcomeKey.String(outcome)))
 			span.SetAttributes(OutcomeKey.String(outcome))
 			if outcome == "failed" {
@@ -201,15 +209,23 @@ func (t *Telemetry) Middleware() bus.Middleware {
 	}
 }
 
-// Outcome names a handler's result: completed (nil), snoozed (a *bus.SnoozeError) or
-// failed.
+// Outcome names a handler's result as the worker reads it: completed (nil), snoozed (a
+// *bus.SnoozeError), rate_limited (a bus.RateLimited: handed back, no failure) or failed (any
+// other error, and a panic whatever its value).
 func Outcome(err error) string {
-	var snooze *bus.SnoozeError
-	switch {
-	case err == nil:
+	if err == nil {
 		return "completed"
+	}
+	if _, panicked := err.(*bus.PanicError); panicked {
+		return "failed"
+	}
+	var snooze *bus.SnoozeError
+	var limited *bus.RateLimitedError
+	switch {
 	case errors.As(err, &snooze):
 		return "snoozed"
+	case errors.As(err, &limited):
+		return "rate_limited"
 	}
 	return "failed"
 }

@@ -3,6 +3,7 @@ package echoprom
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,8 @@ func NewCollector(b *bus.Bus, opts *CollectorOpts) *Collector {
 	if len(c.opts.PropagationBuckets) == 0 {
 		c.opts.PropagationBuckets = DefaultPropagationBuckets
 	}
+	// cumulative walks the bounds in ascending order: sort a copy of the caller's.
+	c.opts.PropagationBuckets = slices.Sorted(slices.Values(c.opts.PropagationBuckets))
 	return c
 }
 

@@ -39,7 +39,9 @@
 //	echomq_jobs_lease_lost_total{queue}       counter
 //	echomq_jobs_cancelled_total{queue}        counter: running jobs cancelled (then dead)
 //
-// Jobs, from [JobMetrics] (labels queue, kind; outcome is completed, failed or snoozed):
+// Jobs, from [JobMetrics] (labels queue, kind; outcome is completed, failed, snoozed or
+// rate_limited, as [Outcome] reads the handler's result, or handed_back for a failure after
+// Close's deadline cancelled the handler, which the worker hands back):
 //
 //	echomq_job_run_seconds{queue,kind,outcome}  histogram: handler run time
 //	echomq_job_wait_seconds{queue,kind}         histogram: first claim minus the mint time

@@ -43,7 +43,7 @@ func NewJobMetrics(opts *JobMetricsOpts) *JobMetrics {
 	}
 	return &JobMetrics{
 		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "echomq_job_run_seconds", Help: "Handler run time, by outcome (completed, failed, snoozed).",
+			Name: "echomq_job_run_seconds", Help: "Handler run time, by outcome (completed, failed, snoozed, rate_limited, handed_back).",
 			Buckets: o.RunBuckets,
 		}, []string{"queue", "kind", "outcome"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -76,21 +76,40 @@ func (m *JobMetrics) Middleware() bus.Middleware {
 				m.wait.WithLabelValues(c.Queue, c.Kind).Observe(max(start.Sub(c.Job.ID.Time()), 0).Seconds())
 			}
 			err := next(ctx, c)
-			m.run.WithLabelValues(c.Queue, c.Kind, Outcome(err)).Observe(m.now().Sub(start).Seconds())
+			m.run.WithLabelValues(c.Queue, c.Kind, outcomeIn(ctx, err)).Observe(m.now().Sub(start).Seconds())
 			return err
 		}
 	}
 }
 
-// Outcome names a handler's result as the run-time histogram labels it: completed (nil),
-// snoozed (a *bus.SnoozeError) or failed.
+// Outcome names a handler's result as the run-time histogram labels it, as the worker reads
+// it: completed (nil), snoozed (a *bus.SnoozeError), rate_limited (a bus.RateLimited: handed
+// back, no failure) or failed (any other error, and a panic whatever its value).
 func Outcome(err error) string {
-	var snooze *bus.SnoozeError
-	switch {
-	case err == nil:
+	if err == nil {
 		return "completed"
+	}
+	if _, panicked := err.(*bus.PanicError); panicked {
+		return "failed"
+	}
+	var snooze *bus.SnoozeError
+	var limited *bus.RateLimitedError
+	switch {
 	case errors.As(err, &snooze):
 		return "snoozed"
+	case errors.As(err, &limited):
+		return "rate_limited"
 	}
 	return "failed"
+}
+
+// outcomeIn is [Outcome] for a handler that ran in ctx: a failure after Close's deadline
+// cancelled ctx (cause bus.ErrWorkerClosed) is handed_back, as the worker hands such a job
+// back without counting a failure.
+func outcomeIn(ctx context.Context, err error) string {
+	o := Outcome(err)
+	if o == "failed" && errors.Is(context.Cause(ctx), bus.ErrWorkerClosed) {
+		return "handed_back"
+	}
+	return o
 }
