@@ -1,6 +1,8 @@
 package bus
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -54,8 +56,13 @@ type Ack struct {
 }
 
 func (a *Ack) validate() error {
-	if a.Durability > Persisted || a.Replicas < 0 || a.Timeout < 0 {
-		return fmt.Errorf("%w: ack: unknown durability or negative replicas or timeout", ErrInvalid)
+	switch {
+	case a.Durability > Persisted:
+		return fmt.Errorf("%w: ack: unknown Durability %v", ErrInvalid, a.Durability)
+	case a.Replicas < 0:
+		return fmt.Errorf("%w: ack: Replicas %d must not be negative", ErrInvalid, a.Replicas)
+	case a.Timeout < 0:
+		return fmt.Errorf("%w: ack: Timeout %v must not be negative", ErrInvalid, a.Timeout)
 	}
 	return nil
 }
@@ -77,6 +84,40 @@ func (a *Ack) timeout() time.Duration {
 	return time.Duration(min(msCeil(a.Timeout), math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
 }
 
+// waitSlack is how much later than its timeout a wait's reply may come: the server ends a
+// blocked WAIT at a cron tick (every 100 ms at the default hz), then the reply travels.
+const waitSlack = 250 * time.Millisecond
+
+// fits reports whether a's wait ends, reply included, before ctx can: ctx never ends, or its
+// deadline leaves the whole timeout and waitSlack. Then the wait may share the scripts' round
+// trip.
+func (a *Ack) fits(ctx context.Context) bool {
+	if ctx.Done() == nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && a.timeout()+waitSlack <= time.Until(deadline)
+}
+
+// within returns a, or a copy of it whose server wait ends before ctx's deadline with time
+// to spare for the reply (half of what is left, at most waitSlack). valkey-go fails a whole
+// pipeline at the context's deadline, the replies of the scripts before the wait included, so
+// a wait that outlived ctx would turn writes that were applied into a bare context error.
+func (a *Ack) within(ctx context.Context) *Ack {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return a
+	}
+	left := time.Until(deadline)
+	wait := left - min(left/2, waitSlack)
+	if a.timeout() <= wait {
+		return a
+	}
+	c := *a
+	c.Timeout = max(wait, time.Millisecond)
+	return &c
+}
+
 func (a *Ack) command(bld valkey.Builder) valkey.Completed {
 	timeoutMs := a.timeout().Milliseconds() // whole already, and at least 1: 0 would block forever
 	if a.Durability == Persisted {
@@ -90,8 +131,8 @@ func (a *Ack) check(r valkey.ValkeyResult) error {
 	e := &AckError{Durability: a.Durability, Wanted: a.replicas(), Timeout: a.timeout()}
 	msg, err := r.ToMessage()
 	if err != nil {
-		if _, ok := valkey.IsValkeyErr(err); ok {
-			e.Err = err
+		if _, ok := valkey.IsValkeyErr(err); ok || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			e.Err = err // the wait was refused, or the caller's context ended during it
 			return e
 		}
 		return fmt.Errorf("bus: %s write: waiting for acknowledgements (the write may still exist): %w", a.Durability, err)

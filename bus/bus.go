@@ -83,6 +83,14 @@ type field struct {
 	value int64
 }
 
+// negativeOpt answers ErrInvalid naming the option and its value when d is negative.
+func negativeOpt(op, queue, name string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: %s in queue %s: %s %v must not be negative", ErrInvalid, op, queue, name, d)
+	}
+	return nil
+}
+
 // notNegative answers ErrInvalid naming the first negative field.
 func notNegative(where string, fields ...field) error {
 	for _, f := range fields {

@@ -95,8 +95,11 @@ func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, erro
 	if err != nil {
 		return q, lua.Run{}, err
 	}
-	if o.Count < 0 || o.Lease < 0 {
-		return q, lua.Run{}, fmt.Errorf("%w: %s in queue %s: negative Count or Lease", ErrInvalid, op, queue)
+	if o.Count < 0 {
+		return q, lua.Run{}, fmt.Errorf("%w: %s in queue %s: ClaimOpts.Count %d must not be negative", ErrInvalid, op, queue, o.Count)
+	}
+	if err := negativeOpt(op, queue, "ClaimOpts.Lease", o.Lease); err != nil {
+		return q, lua.Run{}, err
 	}
 	count := max(o.Count, 1)
 	lease := o.Lease
@@ -160,8 +163,8 @@ func (b *Bus) heldQueue(op string, j Job) (keys.Queue, error) {
 	if err != nil {
 		return q, err
 	}
-	if j.ID.IsZero() {
-		return q, fmt.Errorf("%w: %s in queue %s: the zero JobID is not branded", ErrInvalid, op, j.Queue)
+	if _, err := q.Job(j.ID); err != nil { // the zero JobID: keys refuses it, as ErrInvalid
+		return q, invalid(op+" in queue "+j.Queue, err)
 	}
 	if j.Token < 1 {
 		return q, fmt.Errorf("%w: %s %s in queue %s: token %d; a claim mints tokens from 1", ErrInvalid, op, j.ID, j.Queue, j.Token)
@@ -312,16 +315,23 @@ func (b *Bus) CompleteAndClaim(ctx context.Context, j Job, opts *ClaimOpts) ([]J
 	if b.usesFlow(j.Queue) {
 		return b.laneCompleteAndClaim(ctx, q, j, cr, ack) // one laneclaim retires and claims
 	}
-	out, err := b.execMulti(ctx, []lua.Run{b.completeRun(q, j), cr}, ack)
+	out, ackErr := b.execMulti(ctx, []lua.Run{b.completeRun(q, j), cr}, ack)
 	if len(out) != 2 {
-		return nil, fmt.Errorf("bus: complete and claim in queue %s: %w", j.Queue, err)
+		return nil, fmt.Errorf("bus: complete and claim in queue %s: %w", j.Queue, ackErr)
 	}
 	cerr := errorFor(call{op, j.Queue, j.ID, j.Token}, out[0].err)
-	jobs, err := claimed(q, out[1].msg, errors.Join(out[1].err, err))
+	if out[1].err == nil {
+		// The claim ran: its reply comes with the ack's error, which covers both scripts.
+		jobs, err := claimed(q, out[1].msg, ackErr)
+		return jobs, errors.Join(cerr, err)
+	}
+	// The claim was refused (and wrote nothing): its own error decides, and the ack's error,
+	// which then covers the complete alone, is reported beside it.
+	jobs, err := claimed(q, out[1].msg, out[1].err)
 	if errors.Is(err, errFlowControl) {
 		jobs, _, err = b.claimAny(ctx, q, cr, ack) // the queue has lanes: claim it through them
 	}
-	return jobs, errors.Join(cerr, err)
+	return jobs, errors.Join(cerr, err, ackErr)
 }
 
 // FailOpts are the options of [Bus.Fail]; nil means defaults.
@@ -363,8 +373,11 @@ func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) 
 	if err != nil {
 		return Outcome{}, err
 	}
-	if o.Backoff < 0 || o.MaxAttempts < 0 {
-		return Outcome{}, fmt.Errorf("%w: %s %s in queue %s: negative Backoff or MaxAttempts", ErrInvalid, op, j.ID, j.Queue)
+	if err := negativeOpt(op+" "+j.ID.String(), j.Queue, "FailOpts.Backoff", o.Backoff); err != nil {
+		return Outcome{}, err
+	}
+	if o.MaxAttempts < 0 {
+		return Outcome{}, fmt.Errorf("%w: %s %s in queue %s: FailOpts.MaxAttempts %d must not be negative", ErrInvalid, op, j.ID, j.Queue, o.MaxAttempts)
 	}
 	args := []string{j.ID.String(), itoa(j.Token), itoa(msCeil(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts)), failureText(o.Error)}
 	msg, err := b.exec(ctx, lua.Run{Script: scFail, Keys: keysOf(scFail, q), Args: args}, &o.Ack)

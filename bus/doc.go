@@ -150,6 +150,10 @@
 // asked within the timeout, the call returns an *[AckError] ([ErrNotDurable]) together with
 // its normal result: the write was applied on the primary and may still exist, so a caller
 // that retries must be ready to find it done (idempotency keys make enqueue retries safe).
+// The wait shares the script's round trip when it ends, reply included, well before the
+// caller's context can; otherwise it takes a round trip of its own and is shortened to end
+// before the context's deadline, so a context that ends during the wait still gets the
+// write's result, with an *AckError carrying the context's error.
 //
 // Across a failover the attempts counter is only as safe as its replication: a replica that
 // missed a claim and is then promoted would mint the same token again, and a zombie holding it

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -109,11 +110,14 @@ type AckError struct {
 	Acked      int           // replicas that acknowledged
 	LocalAOF   bool          // Persisted: whether the primary fsynced its AOF
 	Timeout    time.Duration // how long the server waited
-	Err        error         // set when the server refused the wait itself (WAITAOF without AOF)
+	Err        error         // set when the server refused the wait itself (WAITAOF without AOF), or the caller's context ended during it
 }
 
 // Error says what was asked, what came back, and that the write may still exist.
 func (e *AckError) Error() string {
+	if errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, context.DeadlineExceeded) {
+		return fmt.Sprintf("bus: %s write applied on the primary; the caller's context ended while it waited for its acknowledgements (the write may still exist): %v", e.Durability, e.Err)
+	}
 	if e.Err != nil {
 		return fmt.Sprintf("bus: %s write applied on the primary, but the wait was refused (the write may still exist): %v", e.Durability, e.Err)
 	}

@@ -130,7 +130,8 @@ func (s WorkerStats) add(o WorkerStats) WorkerStats {
 type WorkerRates struct {
 	Claimed, Completed, Failed, Retried, Dead, Snoozed, HandedBack, Stale, LeaseLost, Cancelled, RateLimited float64
 	// Workers is how many workers the rates cover: those in both reads, with a newer
-	// snapshot in the later one and no counter that went down (a worker id restarted).
+	// snapshot in the later one, the same Started and no counter that went down (a worker id
+	// restarted).
 	Workers int
 }
 
@@ -147,7 +148,7 @@ func (s FleetStats) Rates(prev FleetStats) WorkerRates {
 	for _, r := range s.Workers {
 		p, ok := before[r.ID]
 		dt := r.At.Sub(p.At).Seconds()
-		if !ok || dt <= 0 {
+		if !ok || dt <= 0 || !r.Started.Equal(p.Started) { // a restart: counters from zero again
 			continue
 		}
 		a, b := p.Stats, r.Stats

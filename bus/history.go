@@ -43,14 +43,21 @@ type Failure struct {
 }
 
 // failureText cuts s to at most MaxFailureText bytes without splitting a rune: the cut backs
-// off to the start of the rune that would straddle the limit.
+// off to the start of the rune that would straddle the limit. Bytes that are no rune's (text
+// that is not UTF-8) straddle nothing: the cut backs off at most to the last rune start
+// within utf8.UTFMax bytes of the limit, and only when a whole rune starts there.
 func failureText(s string) string {
 	if len(s) <= MaxFailureText {
 		return s
 	}
 	i := MaxFailureText
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
+	for j := i; j >= 0 && j > i-utf8.UTFMax; j-- {
+		if utf8.RuneStart(s[j]) {
+			if r, size := utf8.DecodeRuneInString(s[j:]); j+size > i && (r != utf8.RuneError || size > 1) {
+				return s[:j]
+			}
+			break
+		}
 	}
 	return s[:i]
 }

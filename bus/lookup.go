@@ -50,8 +50,8 @@ func (b *Bus) Lookup(ctx context.Context, queue string, id keys.JobID) (JobInfo,
 	if err != nil {
 		return JobInfo{}, err
 	}
-	if err := jobArg(op, queue, id); err != nil {
-		return JobInfo{}, err
+	if _, err := q.Job(id); err != nil { // the zero JobID: keys refuses it, as ErrInvalid
+		return JobInfo{}, invalid(op+" in queue "+queue, err)
 	}
 	msg, err := b.exec(ctx, lua.Run{Script: scLookup, Keys: keysOf(scLookup, q), Args: []string{id.String()}}, nil)
 	if err != nil {

@@ -90,8 +90,11 @@ func (b *Bus) EnqueueBatch(ctx context.Context, queue string, jobs []NewJob, opt
 	if o.UniqueKey != "" {
 		return nil, fmt.Errorf("%w: %s in queue %s: EnqueueOpts.UniqueKey is for Enqueue; a batch takes NewJob.UniqueKey", ErrInvalid, op, queue)
 	}
-	if o.Delay < 0 || o.UniqueTTL < 0 {
-		return nil, fmt.Errorf("%w: %s in queue %s: negative Delay or UniqueTTL", ErrInvalid, op, queue)
+	if err := negativeOpt(op, queue, "EnqueueOpts.Delay", o.Delay); err != nil {
+		return nil, err
+	}
+	if err := negativeOpt(op, queue, "EnqueueOpts.UniqueTTL", o.UniqueTTL); err != nil {
+		return nil, err
 	}
 	var at int64
 	if !o.At.IsZero() {

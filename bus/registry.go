@@ -82,9 +82,11 @@ func (b *Bus) list(ctx context.Context, name string) error {
 	if err := b.client.Do(ctx, cmd).Error(); err != nil {
 		return fmt.Errorf("bus: listing queue %s in %s: %w", name, keys.QueueRegistry(), translate(err))
 	}
-	// Past the bound a name is sent again at each write: ZADD NX keeps its first score.
-	if b.reg.size.Add(1) <= maxCachedQueues {
-		b.reg.listed.Store(name, struct{}{})
+	// Past the bound a name is sent again at each write: ZADD NX keeps its first score. A
+	// name counts once however many writers listed it at the same time.
+	if _, loaded := b.reg.listed.LoadOrStore(name, struct{}{}); !loaded && b.reg.size.Add(1) > maxCachedQueues {
+		b.reg.listed.Delete(name)
+		b.reg.size.Add(-1)
 	}
 	return nil
 }

@@ -230,8 +230,19 @@ func (b *Bus) execOnce(ctx context.Context, runs []lua.Run, ack *Ack) (got []res
 	}
 	var ackErr error
 	err = b.client.Dedicated(func(dc valkey.DedicatedClient) error {
-		replies, wait := lua.Pipeline(ctx, dc, runs, ack.command)
-		got, ackErr = results(replies), ack.check(wait)
+		if ack.fits(ctx) {
+			replies, wait := lua.Pipeline(ctx, dc, runs, ack.command) // one round trip
+			got, ackErr = results(replies), ack.check(wait)
+			return nil
+		}
+		// ctx may end during the wait: valkey-go fails a whole pipeline when it does, the
+		// replies already received included, so the wait goes in a round trip of its own.
+		// Replies of scripts that ran are then kept whatever happens to the wait, which is
+		// asked to end before ctx does (Ack.within).
+		replies, _ := lua.Pipeline(ctx, dc, runs, nil)
+		got = results(replies)
+		within := ack.within(ctx)
+		ackErr = within.check(dc.Do(ctx, within.command(dc.B())))
 		return nil
 	})
 	if err != nil {
