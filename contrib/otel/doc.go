@@ -34,4 +34,10 @@
 //     .propagation_time (s), .propagation_max (s), and .propagation_p50 and .propagation_p99
 //     (s), read from the caches' published histogram (OpenTelemetry has no asynchronous
 //     histogram, so the quantiles stand for the buckets Prometheus's collector exports).
+//
+// The counters are sums over a queue's workers (a table's caches) that only grow while the
+// process observing them runs: a worker that stopped, or restarted with its counters from
+// zero, keeps counting what it reported last (remembered for an hour, then folded into the
+// queue's sum), so a deploy that replaces the fleet shows no drop, which a cumulative backend
+// would read as a reset and a delta exporter as a negative delta.
 package echootel

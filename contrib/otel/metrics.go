@@ -11,6 +11,7 @@ import (
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/fleetsum"
 )
 
 // DefaultTimeout bounds one collection's reads from Valkey.
@@ -41,11 +42,11 @@ var queueInsts = []inst{
 	{"echomq.queue.workers", "{worker}", "Live workers of the queue that publish stats.", false},
 	{"echomq.queue.worker_slots", "{slot}", "The live workers' summed concurrency.", false},
 	{"echomq.queue.jobs_running", "{job}", "Handlers running now.", false},
-	{"echomq.jobs.claimed", "{job}", "Jobs claimed by the live workers.", true},
-	{"echomq.jobs.completed", "{job}", "Jobs completed by the live workers.", true},
-	{"echomq.jobs.failed", "{job}", "Handler failures in the live workers.", true},
+	{"echomq.jobs.claimed", "{job}", "Jobs claimed by the queue's workers.", true},
+	{"echomq.jobs.completed", "{job}", "Jobs completed by the queue's workers.", true},
+	{"echomq.jobs.failed", "{job}", "Handler failures in the queue's workers.", true},
 	{"echomq.jobs.retried", "{job}", "Failed jobs scheduled again.", true},
-	{"echomq.jobs.dead", "{job}", "Jobs the live workers sent to dead.", true},
+	{"echomq.jobs.dead", "{job}", "Jobs the queue's workers sent to dead.", true},
 	{"echomq.jobs.snoozed", "{job}", "Jobs snoozed by their handlers.", true},
 	{"echomq.jobs.handed_back", "{job}", "Jobs handed back without counting a failure.", true},
 	{"echomq.jobs.stale", "{job}", "Outcomes refused as stale (EMQSTALE).", true},
@@ -113,6 +114,7 @@ type fleet struct {
 	b    *bus.Bus
 	opts FleetOpts
 	inst map[string]metric.Float64Observable
+	sums fleetsum.Sums // keeps the fleets' counters from going down when a member leaves
 }
 
 func (f *fleet) observe(ctx context.Context, o metric.Observer) error {
@@ -162,7 +164,7 @@ func (f *fleet) observeQueues(ctx context.Context, o metric.Observer) error {
 		put("echomq.queue.paused", paused)
 		put("echomq.queue.workers", float64(len(fs.Workers)))
 		put("echomq.queue.worker_slots", float64(fs.Concurrency))
-		t := fs.Total
+		t := f.sums.Queue(fs)
 		put("echomq.queue.jobs_running", float64(t.Running))
 		put("echomq.jobs.claimed", float64(t.Claimed))
 		put("echomq.jobs.completed", float64(t.Completed))
@@ -199,7 +201,7 @@ func (f *fleet) observeTables(ctx context.Context, o metric.Observer) error {
 		put := func(inst string, v float64, extra ...attribute.KeyValue) {
 			o.ObserveFloat64(f.inst[inst], v, metric.WithAttributes(append([]attribute.KeyValue{at}, extra...)...))
 		}
-		s := fs.Total
+		s := f.sums.Table(fs)
 		put("echocache.table.caches", float64(len(fs.Caches)))
 		put("echocache.table.degraded_caches", float64(fs.Degraded))
 		put("echocache.table.hits", float64(s.L1Hits), TierKey.String("l1"))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/fleetsum"
 )
 
 // DefaultTimeout bounds one scrape's reads from Valkey.
@@ -41,6 +42,7 @@ var DefaultPropagationBuckets = prometheus.ExponentialBuckets(0.0001, 2, 15)
 type Collector struct {
 	b    *bus.Bus
 	opts CollectorOpts
+	sums fleetsum.Sums // keeps the fleets' counters from going down when a member leaves
 }
 
 // NewCollector returns the collector of the queues and tables b's server holds.
@@ -71,16 +73,17 @@ var (
 	qWorkers     = desc("echomq_queue_workers", "Live workers of the queue that publish stats.", "queue")
 	qSlots       = desc("echomq_queue_worker_slots", "The live workers' summed concurrency.", "queue")
 	qRunning     = desc("echomq_queue_jobs_running", "Handlers running now.", "queue")
-	qClaimed     = desc("echomq_jobs_claimed_total", "Jobs claimed by the live workers.", "queue")
-	qCompleted   = desc("echomq_jobs_completed_total", "Jobs completed by the live workers.", "queue")
-	qFailed      = desc("echomq_jobs_failed_total", "Handler failures in the live workers (each then retried or dead).", "queue")
-	qRetried     = desc("echomq_jobs_retried_total", "Failed jobs scheduled again by the live workers.", "queue")
-	qDead        = desc("echomq_jobs_dead_total", "Jobs the live workers sent to dead.", "queue")
+	qClaimed     = desc("echomq_jobs_claimed_total", "Jobs claimed by the queue's workers.", "queue")
+	qCompleted   = desc("echomq_jobs_completed_total", "Jobs completed by the queue's workers.", "queue")
+	qFailed      = desc("echomq_jobs_failed_total", "Handler failures in the queue's workers (each then retried or dead).", "queue")
+	qRetried     = desc("echomq_jobs_retried_total", "Failed jobs scheduled again by the queue's workers.", "queue")
+	qDead        = desc("echomq_jobs_dead_total", "Jobs the queue's workers sent to dead.", "queue")
 	qSnoozed     = desc("echomq_jobs_snoozed_total", "Jobs snoozed by their handlers.", "queue")
 	qHandedBack  = desc("echomq_jobs_handed_back_total", "Jobs handed back to pending without counting a failure.", "queue")
 	qStale       = desc("echomq_jobs_stale_total", "Outcomes refused because the job was no longer the worker's (EMQSTALE).", "queue")
 	qLeaseLost   = desc("echomq_jobs_lease_lost_total", "Jobs whose heartbeat found the lease lost.", "queue")
 	qCancelled   = desc("echomq_jobs_cancelled_total", "Running jobs whose heartbeat found them cancelled (each then failed into dead).", "queue")
+	qRateLimited = desc("echomq_jobs_rate_limited_total", "Jobs handed back by a handler's RateLimited, their attempt refunded.", "queue")
 	tCaches      = desc("echocache_table_caches", "Live caches that publish the table's stats.", "table")
 	tDegraded    = desc("echocache_table_degraded_caches", "Live caches in degraded mode for the table.", "table")
 	tHits        = desc("echocache_table_hits_total", "Reads answered by a tier (l1, l2).", "table", "tier")
@@ -99,7 +102,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{qJobs, qPaused, qWorkers, qSlots, qRunning, qClaimed, qCompleted, qFailed, qRetried,
-	qDead, qSnoozed, qHandedBack, qStale, qLeaseLost, qCancelled, tCaches, tDegraded, tHits, tMisses, tLoads, tLoadErrors,
+	qDead, qSnoozed, qHandedBack, qStale, qLeaseLost, qCancelled, qRateLimited, tCaches, tDegraded, tHits, tMisses, tLoads, tLoadErrors,
 	tLoadSeconds, tInvSent, tInvReceived, tGaps, tRegressions, tFlushes, tPropagation, tPropMax}
 
 // Describe sends the descriptions of every metric the collector exports.
@@ -158,7 +161,7 @@ func (c *Collector) collectQueues(ctx context.Context, ch chan<- prometheus.Metr
 		gauge(qPaused, b2f(counts.Paused))
 		gauge(qWorkers, float64(len(fs.Workers)))
 		gauge(qSlots, float64(fs.Concurrency))
-		t := fs.Total
+		t := c.sums.Queue(fs)
 		gauge(qRunning, float64(t.Running))
 		counter(qClaimed, t.Claimed)
 		counter(qCompleted, t.Completed)
@@ -170,6 +173,7 @@ func (c *Collector) collectQueues(ctx context.Context, ch chan<- prometheus.Metr
 		counter(qStale, t.Stale)
 		counter(qLeaseLost, t.LeaseLost)
 		counter(qCancelled, t.Cancelled)
+		counter(qRateLimited, t.RateLimited)
 	}
 	return nil
 }
@@ -191,7 +195,7 @@ func (c *Collector) collectTables(ctx context.Context, ch chan<- prometheus.Metr
 		if err != nil {
 			return err
 		}
-		s := fs.Total
+		s := c.sums.Table(fs)
 		gauge := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, name)
 		}

@@ -20,8 +20,13 @@
 //
 // # Metrics
 //
-// Queues (label queue; the counters are sums over the queue's live workers, so one that
-// stops takes its counts with it, which Prometheus's rate() reads as a counter reset):
+// Queues (label queue). The counters are sums over the queue's workers that only grow while
+// the collector runs: a live worker counts what it reports now, and one that stopped (or
+// restarted, its counters from zero) keeps counting what it had reported last, remembered
+// by the collector for an hour and then folded into the queue's sum. So a deploy that
+// replaces every worker shows no drop, which rate() would take for a counter reset and
+// count as a spike; a new collector process starts from the live workers (one reset).
+// Tables' counters are summed over their caches the same way.
 //
 //	echomq_queue_jobs{queue,state}            gauge: jobs in state pending, active, scheduled, dead
 //	echomq_queue_paused{queue}                gauge: 1 when paused
@@ -38,6 +43,7 @@
 //	echomq_jobs_stale_total{queue}            counter: outcomes answered EMQSTALE
 //	echomq_jobs_lease_lost_total{queue}       counter
 //	echomq_jobs_cancelled_total{queue}        counter: running jobs cancelled (then dead)
+//	echomq_jobs_rate_limited_total{queue}     counter: jobs handed back by RateLimited
 //
 // Jobs, from [JobMetrics] (labels queue, kind; outcome is completed, failed, snoozed or
 // rate_limited, as [Outcome] reads the handler's result, or handed_back for a failure after
@@ -47,7 +53,7 @@
 //	echomq_job_wait_seconds{queue,kind}         histogram: first claim minus the mint time
 //	                                            the job id carries (a delayed job's delay included)
 //
-// Tables (label table; sums over the table's live caches):
+// Tables (label table; the counters summed over the table's caches as the queues' are):
 //
 //	echocache_table_caches{table}                      gauge: live caches publishing the table
 //	echocache_table_degraded_caches{table}             gauge: those in degraded mode
