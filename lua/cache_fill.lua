@@ -76,7 +76,7 @@ if (head ~= '\236\1L' and head ~= '\236\1R' and head ~= '\236\1S') or string.sub
   return 0
 end
 if new ~= '' then
-  redis.call('SET', KEYS[1], new, 'PX', px)
+  redis.call('SET', KEYS[1], new, 'PX', tonumber(px))
 elseif head == '\236\1L' then
   redis.call('DEL', KEYS[1])
 elseif head == '\236\1R' then

@@ -40,5 +40,5 @@ if kind ~= 'none' and kind ~= 'string' then
 end
 local cur = redis.call('GET', KEYS[1])
 if not cur or redis.sha1hex(cur) ~= sum then return 0 end
-redis.call('SET', KEYS[1], '\236\1L' .. token, 'PX', ms)
+redis.call('SET', KEYS[1], '\236\1L' .. token, 'PX', tonumber(ms))
 return 1

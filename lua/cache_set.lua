@@ -122,7 +122,7 @@ local epoch, chain = rec[1], rec[2] or ''
 local prev = string.sub(chain, 1, 16)
 local made = not epoch
 if made then epoch = us .. '.' .. token end
-redis.call('SET', KEYS[1] .. ':' .. id, new, 'PX', px)
+redis.call('SET', KEYS[1] .. ':' .. id, new, 'PX', tonumber(px))
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 -- last keeps the tokens of the record's last 64 calls, newest first (FORMAT inval)
 if made then

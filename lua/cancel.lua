@@ -1,8 +1,8 @@
 -- cancel: cancel a job. A waiting job (pending or scheduled) is deleted: its row and its
 -- failure history (FORMAT failure) are deleted and its id leaves the set that held it. A
 -- claimed job is marked "cancelling" for its holder to stop cooperatively (FORMAT cancel). A
--- dead job is purged instead. An idempotency guard that named the job lives on until its TTL,
--- so its key still answers the cancelled job's id.
+-- dead job is refused (EMQSTATE): purge deletes it. An idempotency guard that named the job
+-- lives on until its TTL, so its key still answers the cancelled job's id.
 --
 -- KEYS[1]  emq:{<q>}:pending            score-0 set
 -- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms, server clock)

@@ -181,7 +181,7 @@ if token ~= '1' then redis.pcall('DEL', base .. 'errors:' .. id) end
 if keep then
   local t = redis.call('TIME')
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
-  redis.call('SET', rk, string.format('%d %d ', tonumber(token), now) .. result, 'PX', ttl)
+  redis.call('SET', rk, string.format('%d %d ', tonumber(token), now) .. result, 'PX', tonumber(ttl))
 end
 -- lanes: the job's joblane field goes with the row, and its lane frees a slot.
 if lanevals[id] then

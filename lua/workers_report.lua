@@ -71,10 +71,12 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local pruned = 0
 if tonumber(prune) > 0 and kind == 'hash' then
   local sample = redis.call('HRANDFIELD', KEYS[1], tonumber(prune) + 1, 'WITHVALUES')
+  local checked = 0 -- the sample may miss the worker's own field: check prune others at most
   for i = 1, #sample, 2 do
-    local exp = tonumber(string.match(sample[i + 1], '^{"at":[0-9]+,"exp":([0-9]+)[,}]'))
-    if sample[i] ~= id and (not exp or exp < now) then
-      pruned = pruned + redis.call('HDEL', KEYS[1], sample[i])
+    if sample[i] ~= id and checked < tonumber(prune) then
+      checked = checked + 1
+      local exp = tonumber(string.match(sample[i + 1], '^{"at":[0-9]+,"exp":([0-9]+)[,}]'))
+      if not exp or exp < now then pruned = pruned + redis.call('HDEL', KEYS[1], sample[i]) end
     end
   end
 end
