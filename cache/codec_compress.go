@@ -14,9 +14,31 @@ import (
 // least above bytes is compressed with DEFLATE (compress/flate at BestSpeed). Every payload
 // then opens with one byte saying which: 0 for as the codec wrote it, 1 for DEFLATE. A row
 // written without the wrapper (or with another marker) does not decode, and is refilled.
+//
+// A compressed payload inflates to at most [MaxInflatedPayload] bytes: a payload the codec
+// wrote longer than that is written plain (the marker 0), and a compressed one that inflates
+// past it is refused with an error naming the bound, so it does not decode and is refilled
+// like any corrupt row, once the reader has inflated one byte past the bound (its buffer
+// grown to about twice that at most).
 type compressed[V any] struct {
 	inner Codec[V]
 	above int
+	limit int // the bound on an inflated payload; 0 for MaxInflatedPayload
+}
+
+// MaxInflatedPayload bounds the size a compressed payload (see [TableOpts].CompressAbove)
+// inflates to, 64 MiB. Without a bound, DEFLATE alone would let a corrupt or hostile row
+// make every reader allocate up to about a thousand times its size. Payloads the codec
+// writes longer than this are stored uncompressed instead, so a value the table wrote never
+// meets the bound; a compressed payload that inflates past it does not decode: it is counted
+// in [Stats].CorruptRows and refilled.
+const MaxInflatedPayload = 64 << 20
+
+func (c compressed[V]) bound() int {
+	if c.limit > 0 {
+		return c.limit
+	}
+	return MaxInflatedPayload
 }
 
 const (
@@ -38,7 +60,7 @@ func (c compressed[V]) Marshal(v V) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(p) < c.above {
+	if len(p) < c.above || len(p) > c.bound() { // past the bound, a reader would refuse it
 		return append([]byte{payloadPlain}, p...), nil
 	}
 	var buf bytes.Buffer
@@ -75,9 +97,13 @@ func (c compressed[V]) UnmarshalString(data string, v *V) error {
 		if err := r.(flate.Resetter).Reset(stringReader(data[1:]), nil); err != nil {
 			return err
 		}
-		p, err := io.ReadAll(r)
+		limit := c.bound()
+		p, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
 		if err != nil {
 			return fmt.Errorf("cache: inflating a payload: %w", err)
+		}
+		if len(p) > limit {
+			return fmt.Errorf("cache: inflating a payload: it inflates past the bound of %d bytes (MaxInflatedPayload)", limit)
 		}
 		return c.inner.Unmarshal(p, v)
 	}
