@@ -22,7 +22,10 @@ import (
 // LaneLimits clears them. The lane's pause is kept. A negative or absurdly large field is
 // refused with [ErrInvalid] naming it, and nothing is written. The limits apply from the next
 // claim; a lane that a raised cap gives room again is served from the next completion of one
-// of its jobs.
+// of its jobs. A change of the lane's Rate starts the new rate afresh: a lane its old rate held
+// back is released at once, and so is one a [RateLimited] closed (the two holds are one).
+// [Bus.SetQueueLimits] does not do this: a lane held by the old default rate, or the queue held
+// by its old rate, gives work again at the moment the old rate set.
 func (b *Bus) SetLaneLimits(ctx context.Context, queue, lane string, l LaneLimits) error {
 	const op = "laneset"
 	q, err := b.queue(op, queue)

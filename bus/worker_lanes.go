@@ -133,11 +133,15 @@ func rateLimited(err error) bool {
 	return errors.As(err, &rl)
 }
 
-// rateLimitedDelay is the delay of a handler's [RateLimited] error.
+// rateLimitedDelay is the delay of a handler's [RateLimited] error, bounded as RateLimited
+// bounds it: a *RateLimitedError the handler built itself may hold any Delay (ratelimited
+// refuses one past a day), or be a nil pointer.
 func rateLimitedDelay(err error) time.Duration {
 	var rl *RateLimitedError
-	errors.As(err, &rl)
-	return rl.Delay
+	if !errors.As(err, &rl) || rl == nil {
+		return 0
+	}
+	return min(max(rl.Delay, 0), MaxRateLimited)
 }
 
 // armLane makes the lane timer fire after d unless it fires sooner already: the moment a lane

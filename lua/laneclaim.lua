@@ -81,9 +81,11 @@
 --          (FORMAT lanerate) allows one more claim; the queue's rate (flow fields rate, per,
 --          burst; its claim times in flowlog) bounds every claim of the call. A lane's limits
 --          are its own (lanes), field by field, else the flow field lane's; a rate and its
---          per and burst go together. One call visits at most count + 64 lanes and jobs of
---          urgent. When laneready is left empty vt is deleted; when the queue keeps no lane
---          state (no joblane and no flow), laneready is deleted and plain claims serve it.
+--          per and burst go together. One call visits at most count + 64 jobs of urgent
+--          (those whose lane may not give work use up none of what follows), then at most
+--          count + 64 lanes. When laneready is left empty vt is deleted; when the queue keeps
+--          no lane state (no joblane and no flow), laneready is deleted and plain claims serve
+--          it.
 -- FORMAT   joblane  the value of a job's field in joblane: "<priority>:<refunds>:<lane>",
 --          priority a digit 0 to 3, refunds a decimal integer (how many of the job's claims a
 --          RateLimited outcome handed back: fail and reap measure attempts minus refunds
@@ -571,9 +573,12 @@ end
 
 local got, visits, stopped, short = 0, 0, false, false
 local urgentTake = {}
+-- The jobs of urgent read (BOUND at most) have a budget of their own, so urgent jobs that
+-- cannot be given (their lane at its cap) never use up the round robin's. uwait is the
+-- earliest moment a lane held back by its rate alone may give the urgent job it holds.
+local uwait
 for _, id in ipairs(uids) do
-  if got >= count or visits >= BOUND then break end
-  visits = visits + 1
+  if got >= count then break end
   local s = lanestate(ulane[id])
   if eligible(s) then
     if not can(qlog) then
@@ -583,6 +588,8 @@ for _, id in ipairs(uids) do
     take(s)
     urgentTake[#urgentTake + 1] = id
     got = got + 1
+  elseif s.ok and not s.paused and not s.held and not (s.cap and s.active + s.taken >= s.cap) and s.log and s.log.next then
+    if not uwait or s.log.next < uwait then uwait = s.log.next end
   end
 end
 
@@ -825,6 +832,7 @@ elseif got < count then
   if #head > 0 then wait = math.max(tonumber(head[2]) - now, 0) end
   if hold and (wait < 0 or hold - now < wait) then wait = hold - now end
   if stopped and qlog and qlog.next and (wait < 0 or qlog.next - now < wait) then wait = math.max(qlog.next - now, 0) end
+  if uwait and (wait < 0 or uwait - now < wait) then wait = math.max(uwait - now, 0) end
 end
 out[2] = wait
 local laned = #urgentTake > 0 -- a claimed job of a lane or a priority keeps its joblane field

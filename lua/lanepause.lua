@@ -1,6 +1,8 @@
 -- lanepause: pause one lane, or resume it. A paused lane gives no work: claims skip it (it
 -- leaves laneready) while its jobs wait, and its claimed jobs run on. Resuming puts a lane that
--- has waiting jobs back in laneready and pushes one wake marker unless the queue is paused.
+-- has waiting jobs back in laneready and pushes one wake marker unless the queue is paused;
+-- a lane whose waiting jobs are all urgent (priority 1 to 3) is not in laneready, so resuming
+-- pushes the marker when urgent holds jobs.
 --
 -- KEYS[1]  emq:{<q>}:lanes              hash: lane -> its own limits, paused included (FORMAT
 --          lanelimits)
@@ -12,6 +14,8 @@
 -- ARGV[1]  lane    name                 the lane
 -- ARGV[2]  paused  uint[0,1]            1 pauses, 0 resumes
 -- DERIVES  emq:{<q>}:lanepending:<lane> read: whether the lane has waiting jobs
+-- DERIVES  emq:{<q>}:urgent             read: whether jobs of a priority wait (a key of another
+--          type reads as none)
 -- FORMAT   lanes    see laneclaim.lua
 -- FORMAT   lanelimits  see laneclaim.lua
 -- FORMAT   wake     see enqueue.lua
@@ -53,9 +57,15 @@ else
 end
 if paused == '1' then
   redis.call('ZREM', KEYS[2], lane)
-elseif redis.call('ZCARD', lp) > 0 and not redis.call('ZSCORE', KEYS[3], lane) then
-  redis.call('ZADD', KEYS[2], 'NX', tonumber(redis.call('HGET', KEYS[4], 'vt')) or 0, lane)
-  if redis.call('HGET', KEYS[5], 'paused') ~= '1' then
+elseif not redis.call('ZSCORE', KEYS[3], lane) then
+  local wake = redis.call('ZCARD', lp) > 0
+  if wake then
+    redis.call('ZADD', KEYS[2], 'NX', tonumber(redis.call('HGET', KEYS[4], 'vt')) or 0, lane)
+  else
+    local u = redis.pcall('ZCARD', base .. 'urgent')
+    wake = type(u) == 'number' and u > 0
+  end
+  if wake and redis.call('HGET', KEYS[5], 'paused') ~= '1' then
     redis.call('LPUSH', KEYS[6], '1')
     redis.call('LTRIM', KEYS[6], 0, 15)
   end
