@@ -80,7 +80,7 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 			continue
 		}
 		r := parseRow(rr.val)
-		if err, done := t.fromRowInto(ctx, rest[i], keys[i], gens[i], r, rr.ttl, sent, &vals[i]); done {
+		if err, done := t.fromRowInto(ctx, rest[i], keys[i], gens[i], r, rr.ttl, sent, &vals[i], true); done {
 			if err == nil {
 				out[rest[i]] = vals[i]
 			}

@@ -17,7 +17,9 @@ type tableStats struct {
 type Stats struct {
 	L1Hits int64 // reads answered from L1 (values and remembered not-founds)
 	L2Hits int64 // reads answered from an L2 row (values and not-found rows)
-	Misses int64 // reads that found neither and went to a fill
+	// Misses counts reads that found neither and went to a fill: one that waited for another
+	// filler's row is a miss, not also an L2 hit.
+	Misses int64
 	// Loads counts loader and batch-loader calls; LoadErrors those that failed (an error, a
 	// timeout, a panic; ErrNotFound is an answer, not a failure). LoadTime is their total
 	// duration.
@@ -62,8 +64,9 @@ type Stats struct {
 	PendingInvalidations int
 
 	// InvalidationsSent counts invalidation messages this process published for the table
-	// (one per Set, per Invalidate batch, per InvalidateAll); InvalidationsReceived those its
-	// subscriber received (its own included).
+	// (one per Set, per Invalidate batch, per InvalidateAll; on a table of N shards, one per
+	// shard an Invalidate touches and N per InvalidateAll, each shard publishing on its own
+	// channel); InvalidationsReceived those its subscriber received (its own included).
 	InvalidationsSent     int64
 	InvalidationsReceived int64
 	// Gaps counts messages that skipped sequence numbers: invalidations were lost.

@@ -35,8 +35,10 @@ type TableOpts[K ID, V any] struct {
 	// on reads: for large values, where bytes on the wire and in Valkey's memory cost more
 	// than the CPU. Every payload of such a table opens with one byte telling plain from
 	// compressed, so turning it on (or off) for a table makes its existing rows unreadable:
-	// they are counted in Stats.CorruptRows and refilled. Default 0: off (payloads are the
-	// codec's bytes as they are).
+	// they are counted in Stats.CorruptRows and refilled. A payload inflates to
+	// [MaxInflatedPayload] at most: one the codec wrote longer is stored plain, and a row
+	// that inflates past it is corrupt. Default 0: off (payloads are the codec's bytes as they
+	// are).
 	CompressAbove int
 	// Version makes the table's writes versioned: it reads a value's version, a number that
 	// grows with every change of the value in the source of truth (a revision, an updated_at
@@ -322,7 +324,8 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 		return zero, TierNone, err
 	}
 	if exists {
-		if v, err, done := t.fromRow(ctx, id, key, g, parseRow(val), ttl, sent); done {
+		var v V
+		if err, done := t.fromRowInto(ctx, id, key, g, parseRow(val), ttl, sent, &v, true); done {
 			return v, TierL2, err
 		}
 	}
@@ -346,30 +349,36 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 // may be in its early-refresh window (see maybeRefreshFromRow).
 func (t *Table[K, V]) needTTL() bool { return t.spec.L1Enabled() }
 
-// fromRow answers from the row at key, read at sent (the time before the request): a value
-// or a not-found is installed in L1 (through install) and returned with done set. Anything
-// else (no row, a lease, bytes that do not decode) is left to the fill, done unset.
+// fromRow answers a fill from the row at key, read at sent (the time before the request): a
+// value or a not-found is installed in L1 (through install) and returned with done set.
+// Anything else (no row, a lease, bytes that do not decode) is left to the fill, done unset.
+// It counts no L2 hit: the reads a fill answers were counted as misses when they joined it.
 func (t *Table[K, V]) fromRow(ctx context.Context, id K, key string, g gen, r row, ttl pttl, sent int64) (v V, err error, done bool) {
-	err, done = t.fromRowInto(ctx, id, key, g, r, ttl, sent, &v)
+	err, done = t.fromRowInto(ctx, id, key, g, r, ttl, sent, &v, false)
 	return v, err, done
 }
 
 // fromRowInto is fromRow decoding into *dst, so that a batch decodes into one slice with no
-// allocation of its own per row.
-func (t *Table[K, V]) fromRowInto(ctx context.Context, id K, key string, g gen, r row, ttl pttl, sent int64, dst *V) (err error, done bool) {
+// allocation of its own per row; hit counts an answer as an L2 hit (a read's own row, not
+// one a fill waited for).
+func (t *Table[K, V]) fromRowInto(ctx context.Context, id K, key string, g gen, r row, ttl pttl, sent int64, dst *V, hit bool) (err error, done bool) {
 	switch r.kind {
 	case rowValue:
 		if err := decode(t.codec, r.payload, dst); err != nil {
 			return nil, false // the fill counts it as corrupt and replaces it
 		}
-		t.st.l2Hits.Add(1)
+		if hit {
+			t.st.l2Hits.Add(1)
+		}
 		if ttl != pttlGone && ttl != pttlUnread {
 			t.install(id, g, t.newEntry(*dst, false, sent, ttl, r.delta, r.version))
 		}
 		t.maybeRefreshFromRow(ctx, id, key, r, ttl, sent)
 		return nil, true
 	case rowNotFound:
-		t.st.l2Hits.Add(1)
+		if hit {
+			t.st.l2Hits.Add(1)
+		}
 		if ttl != pttlGone && ttl != pttlUnread {
 			var zero V
 			t.install(id, g, t.newEntry(zero, true, sent, ttl, r.delta, ""))
