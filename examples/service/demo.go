@@ -303,20 +303,34 @@ func runDemo(ctx context.Context, cfg demoConfig) (int, error) {
 	elapsed := time.Since(start)
 	fmt.Fprintln(out)
 
-	// Drain: every acknowledged PUT enqueued one re-index job; wait until all ran.
+	// Drain: every acknowledged PUT enqueued one re-index job; wait until each of those ran
+	// (counted by id in the catalog: a job of a PUT whose reply was lost may have run too, and
+	// must not stand in for an acknowledged one).
 	jobs := len(writes)
+	acked := make([]string, 0, jobs)
+	for _, w := range writes {
+		acked = append(acked, w.job)
+	}
+	catalog, err := openStore(ctx, dbPath, cfg.Products)
+	if err != nil {
+		return 1, fmt.Errorf("opening the catalog: %w", err)
+	}
+	defer catalog.Close()
 	fmt.Fprintf(out, "waiting for %d re-index jobs to finish...\n", jobs)
 	var st *instanceStats
+	var ran int64
 	drainDeadline := time.Now().Add(60 * time.Second)
 	for {
-		st, err = fetchStats(ctx, httpc, a.addr)
-		if err != nil {
-			return 1, fmt.Errorf("stats of A: %w", err)
+		if ran, err = catalog.JobsRan(ctx, acked); err != nil {
+			return 1, fmt.Errorf("counting the jobs that ran: %w", err)
 		}
-		if st.JobsDone >= int64(jobs) || time.Now().After(drainDeadline) {
+		if ran >= int64(jobs) || time.Now().After(drainDeadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	if st, err = fetchStats(ctx, httpc, a.addr); err != nil {
+		return 1, fmt.Errorf("stats of A: %w", err)
 	}
 	var stB *instanceStats
 	if !b.dead.Load() {
@@ -326,7 +340,7 @@ func runDemo(ctx context.Context, cfg demoConfig) (int, error) {
 	sum := summarize(cfg, reads, writes, start, elapsed)
 	sum.errors = errCount.Load()
 	sum.jobsEnqueued = int64(jobs)
-	sum.jobsDone, sum.jobsDuplicate, sum.jobsReclaimed = st.JobsDone, st.JobsDuplicate, st.JobsReclaimed
+	sum.jobsDone, sum.jobsDuplicate, sum.jobsReclaimed = ran, st.JobsDuplicate, st.JobsReclaimed
 	sum.killed = killed.Load()
 	sum.stats = []*instanceStats{st, stB}
 	sum.print(out)

@@ -143,3 +143,22 @@ func (s *store) JobsDone(ctx context.Context) (done, duplicates, reclaimed int64
 		Scan(&done, &duplicates, &reclaimed)
 	return done, duplicates, reclaimed, err
 }
+
+// JobsRan counts the jobs of ids that ran at least once (each id counted once).
+func (s *store) JobsRan(ctx context.Context, ids []string) (int64, error) {
+	var ran int64
+	for start := 0; start < len(ids); start += 500 { // within SQLite's bound on parameters
+		chunk := ids[start:min(start+500, len(ids))]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		var n int64
+		q := `SELECT count(*) FROM jobs_done WHERE job_id IN (?` + strings.Repeat(",?", len(chunk)-1) + `)`
+		if err := s.db.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+			return 0, err
+		}
+		ran += n
+	}
+	return ran, nil
+}
