@@ -220,6 +220,13 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"ZRANGEBYSCORE', KEYS[1], '-inf', now,", "ZRANGEBYSCORE', KEYS[1], '-inf', '+inf',"},
 		{"promote moving jobs before their run-at", "promote",
 			"ZRANGEBYSCORE', KEYS[1], '-inf', now,", "ZRANGEBYSCORE', KEYS[1], '-inf', '+inf',"},
+		{"laneclaim letting urgent jobs it cannot give use up the round robin", "laneclaim",
+			"for _, id in ipairs(uids) do\n  if got >= count then break end\n",
+			"for _, id in ipairs(uids) do\n  if got >= count or visits >= BOUND then break end\n  visits = visits + 1\n"},
+		{"laneclaim not waiting for an urgent job's rate", "laneclaim",
+			"  if uwait and (wait < 0 or uwait - now < wait) then wait = math.max(uwait - now, 0) end\n", ""},
+		{"lanepause resuming urgent jobs without a wake", "lanepause",
+			"    wake = type(u) == 'number' and u > 0\n", "    wake = false\n"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
