@@ -21,9 +21,8 @@ type Codec[V any] interface {
 // json.Marshaler and json.Unmarshaler included), written and read by a decoder several times
 // as fast as encoding/json's that accepts what it accepts (but for a time.Time whose date and
 // time are joined by W, which it reads as if joined by T); decode errors are worded by that
-// library. One write differs: a time.Time whose year is outside 0 to 9999, which
-// json.Marshal refuses, is written, and then not read back, so such a row is counted corrupt
-// and refilled at every read; store such times as numbers, or use [Msgpack].
+// library. A time.Time that json.Marshal refuses (a year outside 0 to 9999) fails Marshal with
+// json.Marshal's error, so the fill fails rather than write a row no read could decode.
 type JSON[V any] struct{}
 
 // Marshal encodes v as json.Marshal does.

@@ -6,7 +6,9 @@
 // decode is most of what the client spends between one round trip and the next.
 //
 // The parity with encoding/json is what this package promises and its tests check:
-// [Marshal] writes the bytes json.Marshal writes (FuzzMarshalParity), and [Unmarshal] accepts
+// [Marshal] writes the bytes json.Marshal writes (FuzzMarshalParity), and fails where it fails
+// on a time.Time RFC 3339 cannot hold, which the library alone would write as a string no
+// decoder reads back (TestMarshalRefusesTimesAsEncodingJSON); [Unmarshal] accepts
 // the inputs json.Unmarshal accepts and yields the same value (FuzzParity, seeded with inputs
 // on which other fast decoders part from encoding/json: invalid JSON inside unknown fields,
 // invalid UTF-8, exponents in integers), every time json.Marshal writes included
@@ -23,8 +25,14 @@ package jsonfmt
 
 import "github.com/segmentio/encoding/json"
 
-// Marshal encodes v as json.Marshal does.
-func Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+// Marshal encodes v as json.Marshal does; a time.Time json.Marshal refuses (see times.go)
+// fails with json.Marshal's error.
+func Marshal(v any) ([]byte, error) {
+	if err := timeError(v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
 
 // Unmarshal decodes data into v as json.Unmarshal does. It neither keeps nor changes data
 // (strings, numbers and raw messages are copied out of it), so data may alias a string.
