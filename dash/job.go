@@ -33,7 +33,15 @@ func showPayload(p []byte) payloadView {
 		v.Kind, body = kind, b
 	}
 	if len(body) > maxShownPayload {
-		body, v.Truncated = body[:maxShownPayload], true
+		// Cut at a character's start, so that UTF-8 text cut short is still text.
+		cut := maxShownPayload
+		for k := cut; k > cut-utf8.UTFMax; k-- {
+			if utf8.RuneStart(body[k]) {
+				cut = k
+				break
+			}
+		}
+		body, v.Truncated = body[:cut], true
 	}
 	var out bytes.Buffer
 	switch {

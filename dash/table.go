@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/echocache/echocache/cache"
 	"github.com/echocache/echocache/keys"
 )
@@ -26,6 +28,16 @@ func (d *Dashboard) tablePage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 	defer cancel()
+	// A name no table has (a typo) must not read as an empty table.
+	err := d.client.Do(ctx, d.client.B().Zscore().Key(keys.TableRegistry()).Member(name).Build()).Error()
+	switch {
+	case valkey.IsValkeyNil(err):
+		d.fail(w, r, http.StatusNotFound, "table "+name+" is not in the registry ("+keys.TableRegistry()+")")
+		return
+	case err != nil:
+		d.fail(w, r, http.StatusBadGateway, err.Error())
+		return
+	}
 	_, trows := d.snapshot(ctx, nil, []string{name})
 	row := trows[0]
 	if row.Err != "" {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -38,9 +39,19 @@ refuses every action. Put it behind your own authentication: it has none of its 
 			defer stop()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
-				return err
+				return &exitError{exitFailure, err} // not the server: exit 1, not 4
 			}
-			fmt.Fprintf(a.out, "%s: dashboard on http://%s%s/ (Ctrl-C stops it)\n", progName, listen, prefix)
+			url := "http://" + servedAddr(listen, ln.Addr()) + prefix + "/"
+			if a.json {
+				if err := a.printJSONLine(struct {
+					URL string `json:"url"`
+				}{url}); err != nil {
+					ln.Close()
+					return err
+				}
+			} else {
+				fmt.Fprintf(a.out, "%s: dashboard on %s (Ctrl-C stops it)\n", progName, url)
+			}
 			return dash.ServeListener(ctx, ln, cfg)
 		},
 	}
@@ -48,4 +59,20 @@ refuses every action. Put it behind your own authentication: it has none of its 
 	c.Flags().StringVar(&prefix, "prefix", "", "path prefix to serve under, like /echo")
 	c.Flags().BoolVar(&readOnly, "read-only", false, "show only: refuse every action")
 	return c
+}
+
+// servedAddr is the host:port the dashboard is reached at: the host of --listen (localhost
+// when it names none) and the port the listener got (the system's choice for port 0).
+func servedAddr(listen string, got net.Addr) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if tcp, ok := got.(*net.TCPAddr); ok {
+		port = strconv.Itoa(tcp.Port)
+	}
+	if host == "" {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
 }

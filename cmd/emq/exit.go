@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+
+	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/cache"
@@ -67,8 +71,20 @@ func exitCode(err error) int {
 		return exitRefused
 	case errors.Is(err, bus.ErrInvalid), errors.Is(err, cache.ErrInvalid), errors.Is(err, keys.ErrInvalid):
 		return exitUsage
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), isConnError(err):
 		return exitUnreachable
 	}
 	return exitFailure
+}
+
+// isConnError reports whether err is the connection failing rather than the server
+// answering: a server that went away or stopped answering after the tool connected (a
+// watch outliving its server) is unreachable (exit 4), as at connect time.
+func isConnError(err error) bool {
+	if _, ok := valkey.IsValkeyErr(err); ok {
+		return false // the server answered an error
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, valkey.ErrClosing)
 }

@@ -116,7 +116,7 @@ time.`,
 				at := page.NextAt
 				l.NextAt = &at
 			}
-			return a.emit(l, func() { a.printListing(l, set, newest) })
+			return a.emit(l, func() { a.printListing(l, set, opts) })
 		},
 	}
 	f := c.Flags()
@@ -145,8 +145,9 @@ func cursorFlags(name string, set keys.Type, since, until, after, afterAt string
 }
 
 // printListing renders l as a table, the time column named for the set, and the command of
-// the next page (--newest kept).
-func (a *app) printListing(l listing, set keys.Type, newest bool) {
+// the next page: --newest and the mint-time range kept (as the times it was read as, so
+// that a duration ago does not move).
+func (a *app) printListing(l listing, set keys.Type, opts *bus.BrowseOpts) {
 	head := []string{"ID", "MINTED"}
 	switch set {
 	case keys.Active:
@@ -167,8 +168,14 @@ func (a *app) printListing(l listing, set keys.Type, newest bool) {
 		return
 	}
 	more := fmt.Sprintf("more: emq ls %s %s", l.Queue, l.Set)
-	if newest {
+	if opts.Newest {
 		more += " --newest"
+	}
+	if !opts.From.IsZero() {
+		more += " --since " + fmtTime(opts.From)
+	}
+	if !opts.To.IsZero() {
+		more += " --until " + fmtTime(opts.To)
 	}
 	more += " --after " + l.Next
 	if l.NextAt != nil {

@@ -35,7 +35,8 @@
 //	2  usage error: an unknown command or flag, a missing or malformed argument
 //	3  not found: the queue is not in the registry, the job has no row, the table is unknown
 //	4  the server is unreachable or not answering: no connection within --connect-timeout
-//	   (default 5 s), or a command's round trips not answered within --timeout
+//	   (default 5 s), a command's round trips not answered within --timeout (default 10 s),
+//	   or the connection lost mid-command (a watch whose server went away)
 //	5  refused or aborted: a destructive command not confirmed, or the job is in a state the
 //	   command does not apply to
 //

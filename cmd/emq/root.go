@@ -165,6 +165,9 @@ func (a *app) connect() error {
 	if a.connectTimeout <= 0 {
 		return usagef("--connect-timeout: %v is not positive", a.connectTimeout)
 	}
+	if a.timeout <= 0 {
+		return usagef("--timeout: %v is not positive", a.timeout)
+	}
 	opt := valkey.ClientOption{
 		InitAddress:  seeds,
 		DisableCache: true,

@@ -57,11 +57,12 @@ type shownBytes struct {
 	Size   int             `json:"bytes"`
 }
 
-// decodeBytes is b as show prints it.
+// decodeBytes is b as show prints it. JSON must be UTF-8 too: encoding/json's validator
+// accepts other bytes in strings, which --json would then print as they are (not JSON).
 func decodeBytes(b []byte) shownBytes {
 	d := shownBytes{Size: len(b)}
 	switch {
-	case json.Valid(b) && len(bytes.TrimSpace(b)) > 0:
+	case json.Valid(b) && utf8.Valid(b) && len(bytes.TrimSpace(b)) > 0:
 		d.JSON = json.RawMessage(b)
 	case utf8.Valid(b):
 		s := string(b)

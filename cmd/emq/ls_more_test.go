@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
+)
+
+// TestLsMoreKeepsRange: the "more:" line of a page bounded by --until (or --since) is the
+// next page of the same listing: it keeps the range, so following it lists no job past it.
+func TestLsMoreKeepsRange(t *testing.T) {
+	t.Parallel()
+	srv := valkeytest.Shared(t)
+	ctx := context.Background()
+	b, err := bus.New(srv.Client(t), bus.Config{})
+	require.NoError(t, err)
+	queue := valkeytest.TestName(t)
+	var ids []keys.JobID
+	for range 6 {
+		if n := len(ids); n > 0 {
+			last := ids[n-1].Time().UnixMilli()
+			waitFor(t, "the clock's next millisecond", func() bool { return time.Now().UnixMilli() > last })
+		}
+		e, err := b.Enqueue(ctx, queue, []byte("x"), nil)
+		require.NoError(t, err)
+		ids = append(ids, e.ID)
+	}
+	// The range holds the first four jobs (until is the fifth's mint millisecond, excluded);
+	// pages of two.
+	until := fmtTime(ids[4].Time())
+	since := fmtTime(ids[1].Time())
+
+	follow := func(args ...string) [][]string {
+		var pages [][]string
+		for len(pages) < 10 {
+			var page []string
+			var more string
+			for _, l := range lines(ok(t, srv.Addr, args...)) {
+				switch {
+				case strings.HasPrefix(l, "JOB_"):
+					page = append(page, strings.Fields(l)[0])
+				case strings.HasPrefix(l, "more: emq "):
+					more = strings.TrimPrefix(l, "more: emq ")
+				}
+			}
+			pages = append(pages, page)
+			if more == "" {
+				return pages
+			}
+			args = strings.Fields(more)
+		}
+		t.Fatalf("emq ls %v: more than 10 pages", args)
+		return nil
+	}
+	want := func(from, to int) []string {
+		var out []string
+		for _, id := range ids[from:to] {
+			out = append(out, id.String())
+		}
+		return out
+	}
+	require.Equal(t, [][]string{want(0, 2), want(2, 4)}, follow("ls", queue, "pending", "--until", until, "--limit", "2"))
+	require.Equal(t, [][]string{{ids[3].String(), ids[2].String()}, {ids[1].String()}},
+		follow("ls", queue, "pending", "--newest", "--since", since, "--until", until, "--limit", "2"))
+}
