@@ -24,8 +24,7 @@ import (
 // claim; a lane that a raised cap gives room again is served from the next completion of one
 // of its jobs. A change of the lane's Rate starts the new rate afresh: a lane its old rate held
 // back is released at once, and so is one a [RateLimited] closed (the two holds are one).
-// [Bus.SetQueueLimits] does not do this: a lane held by the old default rate, or the queue held
-// by its old rate, gives work again at the moment the old rate set.
+// [Bus.SetQueueLimits] does the same for the queue's Rate and the lanes' default Rate.
 func (b *Bus) SetLaneLimits(ctx context.Context, queue, lane string, l LaneLimits) error {
 	const op = "laneset"
 	q, err := b.queue(op, queue)
@@ -46,7 +45,12 @@ func (b *Bus) SetLaneLimits(ctx context.Context, queue, lane string, l LaneLimit
 // SetQueueLimits sets queue's own rate and the default limits of its lanes, replacing the
 // ones it had; the zero QueueLimits clears them. A queue with a rate is claimed through the
 // lanes' claim (its jobs without a lane too). Bad fields are refused as by
-// [Bus.SetLaneLimits].
+// [Bus.SetLaneLimits]. A change of a rate starts the new rate afresh, from the next claim: a
+// new queue Rate forgets the queue's claims so far; a new default lane Rate (Lanes.Rate)
+// forgets the claims of every lane without a Rate of its own, and releases those of them its
+// old rate or a [RateLimited] held back (at most the 10000 held the longest in one call; the
+// two holds are one). A [RateLimited] hold of the queue's jobs without a lane is kept: no rate
+// set it. Idle workers are woken when jobs wait.
 func (b *Bus) SetQueueLimits(ctx context.Context, queue string, l QueueLimits) error {
 	const op = "flowset"
 	q, err := b.queue(op, queue)

@@ -48,7 +48,12 @@ if #id < 1 or #id > 512 or string.find(id, '[%z\1-\31\127]') then
   return redis.error_reply('ECCARG id must be 1 to 512 bytes with no control bytes')
 end
 if snap ~= '' then
+  -- cjson takes NaN, Infinity, hex, "+1" and leading zeros by default, none of them JSON: off
+  -- for this decode only (the setting is the Lua VM's, so it is put back at once)
+  local lax = cjson.decode_invalid_numbers()
+  cjson.decode_invalid_numbers(false)
   local ok, obj = pcall(cjson.decode, snap)
+  cjson.decode_invalid_numbers(lax)
   if #snap > 65536 or string.sub(snap, 1, 2) ~= '{"' or string.sub(snap, -1) ~= '}' or not ok
     or type(obj) ~= 'table' or obj.at ~= nil or obj.exp ~= nil then
     return redis.error_reply('ECCARG snapshot must be a JSON object of at most 65536 bytes, without at and exp, or ""')
@@ -67,7 +72,10 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local pruned = 0
 if tonumber(prune) > 0 and kind == 'hash' then
   local sample = redis.call('HRANDFIELD', KEYS[1], tonumber(prune) + 1, 'WITHVALUES')
+  local others = 0 -- the sample may miss the cache's own field: check prune others at most
   for i = 1, #sample, 2 do
+    if sample[i] ~= id then others = others + 1 end
+    if others > tonumber(prune) then break end
     local exp = tonumber(string.match(sample[i + 1], '^{"at":[0-9]+,"exp":([0-9]+)[,}]'))
     if sample[i] ~= id and (not exp or exp < now) then
       pruned = pruned + redis.call('HDEL', KEYS[1], sample[i])

@@ -20,7 +20,8 @@
 -- DERIVES  emq:{<q>}:lanewait           read: whether a lane is held back
 -- DERIVES  emq:{<q>}:lanepending:<lane> read: whether a freed lane has waiting jobs
 -- DERIVES  emq:{<q>}:flow               read: the virtual clock vt
--- DERIVES  emq:{<q>}:urgent             checked: its type
+-- DERIVES  emq:{<q>}:urgent             checked: its type; read: whether jobs of a priority
+--          wait, when a freed lane has none of priority 0 (a wake marker then)
 -- DERIVES  emq:{<q>}:meta               read: paused, before a wake marker
 -- DERIVES  emq:{<q>}:wake               a wake marker when a lane gets a slot back (FORMAT wake)
 -- DERIVES  emq:{<q>}:result:<id>        the job's result: KEYS[1] up to its type, "result:",
@@ -153,22 +154,32 @@ local function free()
   -- A lane its cap had stopped has a slot again: back to laneready, and wake a worker.
   local inready = redis.call('ZMSCORE', base .. 'laneready', unpack(names))
   local inwait = redis.call('ZMSCORE', base .. 'lanewait', unpack(names))
-  local back = {}
+  -- A lane whose waiting jobs are all urgent (priority 1 to 3) is not in laneready: its slot
+  -- wakes a worker when urgent holds jobs (pcall: a key of another type reads as none).
+  local urgent
+  local function urgentWaits()
+    if urgent == nil then
+      local u = redis.pcall('ZCARD', base .. 'urgent')
+      urgent = type(u) == 'number' and u > 0
+    end
+    return urgent
+  end
+  local back, wake = {}, false
   for i, lane in ipairs(names) do
     if not inready[i] and not inwait[i] then
       local n = redis.pcall('ZCARD', base .. 'lanepending:' .. lane)
       if type(n) == 'number' and n > 0 then
         back[#back + 1] = tonumber(redis.call('HGET', base .. 'flow', 'vt')) or 0
         back[#back + 1] = lane
+      elseif urgentWaits() then
+        wake = true
       end
     end
   end
-  if #back > 0 then
-    redis.call('ZADD', base .. 'laneready', unpack(back))
-    if redis.call('HGET', base .. 'meta', 'paused') ~= '1' then
-      redis.call('LPUSH', base .. 'wake', '1')
-      redis.call('LTRIM', base .. 'wake', 0, 15)
-    end
+  if #back > 0 then redis.call('ZADD', base .. 'laneready', unpack(back)) end
+  if (#back > 0 or wake) and redis.call('HGET', base .. 'meta', 'paused') ~= '1' then
+    redis.call('LPUSH', base .. 'wake', '1')
+    redis.call('LTRIM', base .. 'wake', 0, 15)
   end
 end
 redis.call('ZREM', KEYS[1], id)

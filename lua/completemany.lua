@@ -19,7 +19,8 @@
 -- DERIVES  emq:{<q>}:lanewait           read: whether a lane is held back
 -- DERIVES  emq:{<q>}:lanepending:<lane> read: whether a freed lane has waiting jobs
 -- DERIVES  emq:{<q>}:flow               read: the virtual clock vt
--- DERIVES  emq:{<q>}:urgent             checked: its type
+-- DERIVES  emq:{<q>}:urgent             checked: its type; read: whether jobs of a priority
+--          wait, when a freed lane has none of priority 0 (a wake marker then)
 -- DERIVES  emq:{<q>}:meta               read: paused, before a wake marker
 -- DERIVES  emq:{<q>}:wake               a wake marker when a lane gets a slot back (FORMAT wake)
 -- DERIVES  emq:{<q>}:errors:<id>        each job's failure history: KEYS[1] up to its type,
@@ -137,6 +138,16 @@ local function free()
   for lane in pairs(freed) do names[#names + 1] = lane end
   -- 1000 lanes a round (unpack's bound), so any number of freed lanes is accounted.
   local woke = false
+  -- A lane whose waiting jobs are all urgent (priority 1 to 3) is not in laneready: its slot
+  -- wakes a worker when urgent holds jobs (pcall: a key of another type reads as none).
+  local urgent
+  local function urgentWaits()
+    if urgent == nil then
+      local u = redis.pcall('ZCARD', base .. 'urgent')
+      urgent = type(u) == 'number' and u > 0
+    end
+    return urgent
+  end
   for from = 1, #names, 1000 do
     local part = {unpack(names, from, math.min(from + 999, #names))}
     local act = redis.call('HMGET', base .. 'laneactive', unpack(part))
@@ -162,6 +173,8 @@ local function free()
         if type(n) == 'number' and n > 0 then
           back[#back + 1] = tonumber(redis.call('HGET', base .. 'flow', 'vt')) or 0
           back[#back + 1] = lane
+        elseif urgentWaits() then
+          woke = true
         end
       end
     end

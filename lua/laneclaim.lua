@@ -22,7 +22,7 @@
 -- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms); due ids move to their sets first
 -- KEYS[4]  emq:{<q>}:meta               hash; field paused = "1" refuses the claim
 -- KEYS[5]  emq:{<q>}:flow               hash (FORMAT lanes): rate, per, burst, lane, hold, vt,
---          waiting
+--          waiting, lanesince
 -- KEYS[6]  emq:{<q>}:lanes              hash: lane -> its own limits (FORMAT lanelimits)
 -- KEYS[7]  emq:{<q>}:laneactive         hash: lane -> claimed jobs
 -- KEYS[8]  emq:{<q>}:laneready          lanes with waiting work, by virtual time
@@ -64,9 +64,15 @@
 --          ratelimited, laneclaim's promote) puts it in that set; every script that takes a job
 --          of a lane out of active (complete, completemany, fail, snooze, reap, ratelimited)
 --          lowers laneactive's count of its lane by one (the field is deleted at 0) and, when
---          the lane has waiting jobs and is in neither laneready nor lanewait (its cap had
---          stopped it), adds it to laneready at the virtual clock and pushes the wake marker
---          "1" (FORMAT wake) unless the queue is paused. Each of those scripts reads joblane's
+--          the lane is in neither laneready nor lanewait (its cap had stopped it), pushes the
+--          wake marker "1" (FORMAT wake) unless the queue is paused, when the lane has waiting
+--          jobs: with jobs in its lanepending:<lane> it first adds the lane to laneready at
+--          the virtual clock; with none there, the marker is pushed when the queue's urgent
+--          (emq:{<q>}:urgent, derived from the script's KEYS; read by a pcall ZCARD, a key of
+--          another type reading as none) holds jobs, which may be the lane's (laneready is
+--          not where urgent jobs are found). laneclaim's own retire path frees the slots for
+--          the claim that follows in the same call, which reads urgent itself: it pushes no
+--          marker. Each of those scripts reads joblane's
 --          TYPE once per call, so a queue without lanes pays one command. A claim takes, in
 --          order: the jobs of urgent, in its order (priority first, then mint order), whose
 --          lane may give work; then, while it needs more, the lane with the lowest score in
@@ -81,7 +87,11 @@
 --          (FORMAT lanerate) allows one more claim; the queue's rate (flow fields rate, per,
 --          burst; its claim times in flowlog) bounds every claim of the call. A lane's limits
 --          are its own (lanes), field by field, else the flow field lane's; a rate and its
---          per and burst go together. One call visits at most count + 64 jobs of urgent
+--          per and burst go together. Flow field lanesince (server ms, written by flowset when
+--          the lanes' default rate changes, deleted when it is cleared) starts the default rate
+--          afresh: a lane on the default rate counts no entry of its lanelog whose claim time
+--          is earlier than lanesince (an absent or non-numeric lanesince: every entry counts).
+--          One call visits at most count + 64 jobs of urgent
 --          (those whose lane may not give work use up none of what follows), then at most
 --          count + 64 lanes. When laneready is left empty vt is deleted; when the queue keeps
 --          no lane state (no joblane and no flow), laneready is deleted and plain claims serve
@@ -173,9 +183,9 @@ local e = kind(1, redis.call('TYPE', KEYS[1])['ok'], 'zset') or kind(2, redis.ca
 if e then return redis.error_reply(e) end
 local paused = redis.pcall('HGET', KEYS[4], 'paused')
 if failed(paused) then return redis.error_reply(kind(4, redis.call('TYPE', KEYS[4])['ok'], 'hash') or paused['err']) end
-local flow = redis.pcall('HMGET', KEYS[5], 'rate', 'per', 'burst', 'lane', 'hold', 'vt', 'waiting')
+local flow = redis.pcall('HMGET', KEYS[5], 'rate', 'per', 'burst', 'lane', 'hold', 'vt', 'waiting', 'lanesince')
 if failed(flow) then return redis.error_reply(kind(5, redis.call('TYPE', KEYS[5])['ok'], 'hash') or flow['err']) end
-for i = 1, 7 do has[5] = has[5] or flow[i] ~= false end
+for i = 1, 8 do has[5] = has[5] or flow[i] ~= false end
 do -- vt (a ZADD score) and waiting (HINCRBY's integer): values the writes could not take
   local vt = flow[6] and tonumber(flow[6])
   if flow[7] and not (#flow[7] <= 18 and string.match(flow[7], '^%-?[0-9]+$')) or flow[6] and (not vt or vt ~= vt) then
@@ -369,6 +379,9 @@ local function limits(v)
   return {cap = tonumber(c), rate = tonumber(r), per = tonumber(p), burst = tonumber(b), weight = tonumber(w), paused = z == '1'}
 end
 local defaults = limits(flow[4])
+-- The moment the lanes' default rate last changed (flowset): a lane on the default rate counts
+-- none of its log's entries from before it (FORMAT lanes).
+local lanesince = tonumber(flow[8])
 -- A lane's set is usable when it is a zset or absent; the answer is kept for the call.
 local usable = {}
 local function lanekey(lane)
@@ -467,10 +480,10 @@ local function state(lane, own, act, held)
   local o = limits(own)
   local s = {active = tonumber(act) or 0, taken = 0, rr = 0, paused = o.paused, ok = true,
     held = held and tonumber(held) > now, cap = o.cap or defaults.cap, weight = o.weight or defaults.weight or 1}
-  local rate, per, burst = o.rate, o.per, o.burst
-  if not rate then rate, per, burst = defaults.rate, defaults.per, defaults.burst end
+  local rate, per, burst, since = o.rate, o.per, o.burst, nil
+  if not rate then rate, per, burst, since = defaults.rate, defaults.per, defaults.burst, lanesince end
   if rate then
-    s.log = {lane = lane, b = burst or 1, t = (per or 1000) / rate, used = 0}
+    s.log = {lane = lane, b = burst or 1, t = (per or 1000) / rate, used = 0, since = since}
     local lt = redis.call('TYPE', base .. 'lanelog:' .. lane)['ok']
     s.ok = lt == 'list' or lt == 'none'
   end
@@ -530,6 +543,7 @@ local function load(g)
   if g.lane then key = base .. 'lanelog:' .. g.lane end
   local head = redis.call('LINDEX', key, 0)
   g.tat0 = tonumber(string.match(head or '', ':([0-9.]+)$'))
+  if g.since and (tonumber(string.match(head or '', '^([0-9]+):')) or 0) < g.since then g.tat0 = nil end
   g.tat = g.tat0
 end
 -- can reports whether a rate allows one more claim now; when not, g.next is the ms from
@@ -550,7 +564,7 @@ local function can(g)
   local key = base .. 'flowlog'
   if g.lane then key = base .. 'lanelog:' .. g.lane end
   local v = tonumber(string.match(redis.call('LINDEX', key, idx) or '', '^([0-9]+)'))
-  if v and v > now - w then
+  if v and v > now - w and not (g.since and v < g.since) then
     g.next = math.ceil(v + w)
     return false
   end
@@ -764,7 +778,7 @@ local function push(g, n)
     free = now + w
   else
     local v = tonumber(string.match(redis.call('LINDEX', key, idx) or '', '^([0-9]+)'))
-    if v and v > now - w then free = v + w end
+    if v and v > now - w and not (g.since and v < g.since) then free = v + w end
   end
   if free and tat - tau < free then tat = free + tau end
   entries[n] = tat
