@@ -77,10 +77,13 @@ func (d *Dashboard) act(a Action, fn actionFunc) http.Handler {
 	})
 }
 
-// backOf is the form's back when it is a path of this dashboard, else the queue's page.
+// backOf is the form's back when it is a path of this dashboard, else the queue's page. A
+// control byte disqualifies it: browsers drop tabs and newlines from a Location, so "/\t/x"
+// would become "//x", another site.
 func (d *Dashboard) backOf(r *http.Request, queue string) string {
 	b := r.PostForm.Get("back")
-	if strings.HasPrefix(b, d.cfg.Prefix+"/") && !strings.HasPrefix(b, "//") && !strings.ContainsAny(b, "\\\r\n") {
+	ctl := strings.ContainsFunc(b, func(c rune) bool { return c < 0x20 || c == 0x7f })
+	if strings.HasPrefix(b, d.cfg.Prefix+"/") && !strings.HasPrefix(b, "//") && !strings.ContainsRune(b, '\\') && !ctl {
 		return b
 	}
 	return d.url("/queues/" + url.PathEscape(queue))
