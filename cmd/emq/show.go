@@ -207,9 +207,31 @@ func (a *app) printJob(j shownJob) {
 	a.printBytes("args", shownBytes{JSON: j.Args, Text: j.Text, Base64: j.Base64})
 }
 
-// oneLine is s with its line breaks and tabs escaped, so an error text stays one table row.
+// oneLine is s with its line breaks and tabs escaped, so an error text stays one table row,
+// and its other control characters too (see shown).
 func oneLine(s string) string {
-	return strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s)
+	return shown(strings.NewReplacer("\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s))
+}
+
+// shown is s with its control characters but line breaks and tabs escaped (\x1b, \u009b), so
+// text from a job cannot send the operator's terminal a control sequence.
+func shown(s string) string {
+	ctl := func(r rune) bool { return r != '\n' && r != '\t' && (r < 0x20 || r >= 0x7f && r < 0xa0) }
+	if !strings.ContainsFunc(s, ctl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !ctl(r):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }
 
 // printBytes prints a decoded value under its label: indented JSON, text, or base64.
@@ -221,7 +243,7 @@ func (a *app) printBytes(label string, d shownBytes) {
 			fmt.Fprintf(a.out, "%s:\n%s\n", label, buf.Bytes())
 		}
 	case d.Text != nil:
-		fmt.Fprintf(a.out, "%s:\n%s\n", label, *d.Text)
+		fmt.Fprintf(a.out, "%s:\n%s\n", label, shown(*d.Text))
 	default:
 		fmt.Fprintf(a.out, "%s (base64):\n%s\n", label, jsonBase64(d.Base64))
 	}

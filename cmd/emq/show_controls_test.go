@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
+)
+
+// TestShowEscapesControlBytes: a payload's text and a failure's error may hold terminal
+// control sequences (an ESC that recolours or clears the operator's screen); the text output
+// shows them escaped, keeping the text's own line breaks, and --json keeps them as they are.
+func TestShowEscapesControlBytes(t *testing.T) {
+	t.Parallel()
+	srv := valkeytest.Shared(t)
+	ctx := context.Background()
+	b, err := bus.New(srv.Client(t), bus.Config{})
+	require.NoError(t, err)
+	queue := valkeytest.TestName(t)
+	e, err := b.Enqueue(ctx, queue, []byte("line one\n\x1b[2Jcleared\x07"), nil)
+	require.NoError(t, err)
+	js, err := b.Claim(ctx, queue, nil)
+	require.NoError(t, err)
+	require.Len(t, js, 1)
+	_, err = b.Fail(ctx, js[0], &bus.FailOpts{Error: "red \x1b[31malert"})
+	require.NoError(t, err)
+
+	out := ok(t, srv.Addr, "show", queue, e.ID.String())
+	require.NotContains(t, out, "\x1b", "no raw ESC reaches the terminal")
+	require.NotContains(t, out, "\x07")
+	require.Contains(t, out, `\x1b[2Jcleared\x07`)
+	require.Contains(t, out, "line one\n", "the text's own line breaks stay")
+	require.Contains(t, out, `red \x1b[31malert`)
+
+	var j shownJob
+	okJSON(t, srv.Addr, &j, "show", queue, e.ID.String())
+	require.Equal(t, "red \x1b[31malert", j.Failures[0].Error, "--json keeps the bytes")
+	require.True(t, strings.HasPrefix(j.Failures[0].Error, "red"))
+}
