@@ -88,6 +88,8 @@ func TestLanesTab(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, `id="tab-lanes"`)
 	require.Contains(t, body, `<span data-field="inlanes">5</span> · <span data-field="urgent">1</span>`)
+	require.Contains(t, body, `id="pending-lanes">This list holds the jobs without a lane; of the pending count, 5 wait in lanes and 1 at a priority`,
+		"the pending tab says which pending jobs its list leaves out")
 
 	code, body = s.get("/queues/" + q + "?set=lanes")
 	require.Equal(t, http.StatusOK, code, body)
