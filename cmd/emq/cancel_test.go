@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/bus"
-	"github.com/echocache/echocache/internal/valkeytest"
 )
 
 // TestCancelRunning cancels a job a worker's handler is running: emq reports "cancelling"
@@ -19,11 +18,8 @@ import (
 // with the failure "cancelled"; cancelling it then is refused (exit 5).
 func TestCancelRunning(t *testing.T) {
 	t.Parallel()
-	srv := valkeytest.Shared(t)
+	srv, b, queue := sharedQueue(t)
 	ctx := context.Background()
-	b, err := bus.New(srv.Client(t), bus.Config{})
-	require.NoError(t, err)
-	queue := valkeytest.TestName(t)
 
 	started := make(chan struct{}, 1)
 	cause := make(chan error, 1)
@@ -98,11 +94,8 @@ func TestCancelRunning(t *testing.T) {
 // cancel finds it active, the second cancelling; both print "cancelling" and exit 0.
 func TestCancelClaimedTwice(t *testing.T) {
 	t.Parallel()
-	srv := valkeytest.Shared(t)
+	srv, b, queue := sharedQueue(t)
 	ctx := context.Background()
-	b, err := bus.New(srv.Client(t), bus.Config{})
-	require.NoError(t, err)
-	queue := valkeytest.TestName(t)
 	e, err := b.Enqueue(ctx, queue, []byte("p"), nil)
 	require.NoError(t, err)
 	js, err := b.Claim(ctx, queue, &bus.ClaimOpts{Lease: time.Hour})

@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/echocache/echocache/bus"
-	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 )
 
@@ -17,11 +15,8 @@ import (
 // next page of the same listing: it keeps the range, so following it lists no job past it.
 func TestLsMoreKeepsRange(t *testing.T) {
 	t.Parallel()
-	srv := valkeytest.Shared(t)
+	srv, b, queue := sharedQueue(t)
 	ctx := context.Background()
-	b, err := bus.New(srv.Client(t), bus.Config{})
-	require.NoError(t, err)
-	queue := valkeytest.TestName(t)
 	var ids []keys.JobID
 	for range 6 {
 		if n := len(ids); n > 0 {

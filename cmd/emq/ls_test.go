@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/bus"
-	"github.com/echocache/echocache/internal/valkeytest"
 	"github.com/echocache/echocache/keys"
 )
 
@@ -18,11 +17,8 @@ import (
 // flags that do not apply.
 func TestLsActiveScheduled(t *testing.T) {
 	t.Parallel()
-	srv := valkeytest.Shared(t)
+	srv, b, queue := sharedQueue(t)
 	ctx := context.Background()
-	b, err := bus.New(srv.Client(t), bus.Config{})
-	require.NoError(t, err)
-	queue := valkeytest.TestName(t)
 
 	// Three jobs claimed one by one, the oldest with the longest lease: active's order (next
 	// lease to run out first) is the newest id first.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/internal/valkeytest"
 )
 
@@ -94,4 +95,13 @@ func lines(s string) []string {
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	valkeytest.Eventually(t, 10*time.Second, what, cond)
+}
+
+// sharedQueue is the shared server, a Bus on it and a queue name of the test's own.
+func sharedQueue(t *testing.T) (*valkeytest.Server, *bus.Bus, string) {
+	t.Helper()
+	srv := valkeytest.Shared(t)
+	b, err := bus.New(srv.Client(t), bus.Config{})
+	require.NoError(t, err)
+	return srv, b, valkeytest.TestName(t)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/bus"
-	"github.com/echocache/echocache/internal/valkeytest"
 )
 
 // TestShowEscapesControlBytes: a payload's text and a failure's error may hold terminal
@@ -16,11 +15,8 @@ import (
 // shows them escaped, keeping the text's own line breaks, and --json keeps them as they are.
 func TestShowEscapesControlBytes(t *testing.T) {
 	t.Parallel()
-	srv := valkeytest.Shared(t)
+	srv, b, queue := sharedQueue(t)
 	ctx := context.Background()
-	b, err := bus.New(srv.Client(t), bus.Config{})
-	require.NoError(t, err)
-	queue := valkeytest.TestName(t)
 	e, err := b.Enqueue(ctx, queue, []byte("line one\n\x1b[2Jcleared\x07"), nil)
 	require.NoError(t, err)
 	js, err := b.Claim(ctx, queue, nil)

@@ -10,18 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/bus"
-	"github.com/echocache/echocache/internal/valkeytest"
 )
 
 // TestShowFailures shows a dead job's failure history: one entry per failed attempt, in
 // --json and as text.
 func TestShowFailures(t *testing.T) {
 	t.Parallel()
-	srv := valkeytest.Shared(t)
+	srv, b, queue := sharedQueue(t)
 	ctx := context.Background()
-	b, err := bus.New(srv.Client(t), bus.Config{})
-	require.NoError(t, err)
-	queue := valkeytest.TestName(t)
 	e, err := b.Enqueue(ctx, queue, []byte("p"), nil)
 	require.NoError(t, err)
 	require.NoError(t, b.SetMaxAttempts(ctx, queue, 2))
@@ -58,11 +54,8 @@ func TestShowFailures(t *testing.T) {
 // time and the result decoded; without a result the completed job is not found.
 func TestShowRetired(t *testing.T) {
 	t.Parallel()
-	srv := valkeytest.Shared(t)
+	srv, b, queue := sharedQueue(t)
 	ctx := context.Background()
-	b, err := bus.New(srv.Client(t), bus.Config{})
-	require.NoError(t, err)
-	queue := valkeytest.TestName(t)
 
 	complete := func(result []byte, ttl time.Duration) string {
 		e, err := b.Enqueue(ctx, queue, []byte("p"), nil)
