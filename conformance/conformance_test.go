@@ -227,6 +227,12 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"  if uwait and (wait < 0 or uwait - now < wait) then wait = math.max(uwait - now, 0) end\n", ""},
 		{"lanepause resuming urgent jobs without a wake", "lanepause",
 			"    wake = type(u) == 'number' and u > 0\n", "    wake = false\n"},
+		{"complete freeing an urgent-only lane's slot without a wake", "complete",
+			"      elseif urgentWaits() then\n        wake = true\n", ""},
+		{"laneset keeping the hold of a lane whose rate changed", "laneset",
+			"  if redis.call('ZREM', lw, lane) == 1 and redis.call('ZCARD', lp) > 0 then", "  if false then"},
+		{"flowset keeping the holds of the lanes on a changed default rate", "flowset",
+			"  for _, lane in ipairs(held) do\n", "  for _, lane in ipairs({}) do\n"},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
