@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/internal/panics"
 	"github.com/echocache/echocache/keys"
@@ -38,7 +40,9 @@ type Worker[T any] struct {
 // JobTimeout and Middleware; of opts, Codec, Timeout, Middleware and ResultTTL (only whether
 // it is > 0: a Worker keeps nothing), with the worker's defaults (bus.JSONCodec,
 // bus.DefaultJobTimeout; a negative timeout is none; no results). A kind or an option the
-// worker would refuse fails the test.
+// worker would refuse fails the test, with the error of bus.NewWorker or bus.Handle: both run
+// on cfg and opts (cfg.Queue defaulted as above), over a Bus of the default bus.Config, so
+// that a zero cfg.Lease is bus.DefaultLease as on such a bus.
 func NewWorker[T any](tb testing.TB, cfg bus.WorkerConfig, kind string, fn func(context.Context, *bus.Task[T]) error, opts *bus.HandlerOpts) *Worker[T] {
 	tb.Helper()
 	if err := keys.ValidateName(kind); err != nil {
@@ -61,13 +65,12 @@ func NewWorker[T any](tb testing.TB, cfg bus.WorkerConfig, kind string, fn func(
 	if o.ResultTTL < 0 {
 		tb.Fatalf("echotest: NewWorker: kind %s: negative ResultTTL %v", kind, o.ResultTTL)
 	}
+	cfg.Queue = cmp.Or(cfg.Queue, DefaultQueue)
+	if err := refused(cfg, kind, fn, opts); err != nil {
+		tb.Fatalf("echotest: NewWorker: %v", err)
+	}
 	timeout := cmp.Or(o.Timeout, cfg.JobTimeout, bus.DefaultJobTimeout)
 	mws := append(append([]bus.Middleware(nil), cfg.Middleware...), o.Middleware...)
-	for i, m := range mws {
-		if m == nil {
-			tb.Fatalf("echotest: NewWorker: kind %s: middleware %d is nil", kind, i)
-		}
-	}
 	inner := bus.TaskHandler(fn, codec)
 	recovered := func(ctx context.Context, c *bus.Call) (err error) {
 		defer func() {
@@ -78,10 +81,30 @@ func NewWorker[T any](tb testing.TB, cfg bus.WorkerConfig, kind string, fn func(
 		return inner(ctx, c)
 	}
 	return &Worker[T]{
-		queue: cmp.Or(cfg.Queue, DefaultQueue), kind: kind, codec: codec,
+		queue: cfg.Queue, kind: kind, codec: codec,
 		timeout: max(timeout, 0), results: o.ResultTTL > 0, h: bus.Chain(recovered, mws...),
 	}
 }
+
+// refused is the error of bus.NewWorker for cfg, else of bus.Handle for kind, fn and opts on
+// that worker, or nil. Running the worker's own checks, rather than a copy of them, keeps a
+// config that production refuses from passing a test. They run over offline: neither calls
+// the client, and a worker that is not started sends nothing and needs no closing.
+func refused[T any](cfg bus.WorkerConfig, kind string, fn func(context.Context, *bus.Task[T]) error, opts *bus.HandlerOpts) error {
+	b, err := bus.New(offline{}, bus.Config{})
+	if err != nil {
+		return err
+	}
+	w, err := bus.NewWorker(b, cfg)
+	if err != nil {
+		return err
+	}
+	return bus.Handle(w, kind, fn, opts)
+}
+
+// offline is a valkey.Client that is never called: a call would panic on the nil interface
+// it embeds, so a check of bus that came to reach the server would show at once.
+type offline struct{ valkey.Client }
 
 // WorkOpts are the options of [Worker.Work]; nil means defaults.
 type WorkOpts struct {

@@ -21,6 +21,11 @@ type listing struct {
 	// NextAt is the rest of the cursor of active and scheduled (--after-at): the At of the
 	// page's last job; absent on the last page and for pending and dead.
 	NextAt *time.Time `json:"next_at,omitempty"`
+	// InLanes and Urgent, present for pending alone, are the waiting jobs the list does not
+	// hold (bus.Counts): those of priority 0 in the lanes' sets, and those of priority 1 to 3.
+	// They count the whole queue, whatever --since and --until, read after the page.
+	InLanes *int64 `json:"in_lanes,omitempty"`
+	Urgent  *int64 `json:"urgent,omitempty"`
 }
 
 // listedID is one job of a listing: its id and the mint time the id carries; in active its
@@ -60,7 +65,12 @@ lease holder's token; scheduled lists the delayed jobs by run-at (the next due f
 their claims so far. Both are read in one atomic snapshot; a page holds at most 1000 jobs, and
 the next page starts --after the last id --after-at its time (the "more:" line prints both).
 --since and --until do not apply to them: they are ordered by time in the set, not by mint
-time.`,
+time.
+
+pending holds the jobs without a lane. The jobs waiting in lanes and those of priority 1 to
+3 wait in sets of their own: when there are any, a line after the list says how many (the
+whole queue's, whatever --since and --until), and --json gives them as in_lanes and urgent;
+emq lanes lists the lanes.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			set, ok := sets[args[1]]
@@ -116,6 +126,15 @@ time.`,
 				at := page.NextAt
 				l.NextAt = &at
 			}
+			if set == keys.Pending {
+				// The page is only the queue's own set: say what waits elsewhere, or a queue
+				// whose work is all in lanes reads as empty.
+				c, err := a.bus.Counts(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				l.InLanes, l.Urgent = &c.InLanes, &c.Urgent
+			}
 			return a.emit(l, func() { a.printListing(l, set, opts) })
 		},
 	}
@@ -144,8 +163,9 @@ func cursorFlags(name string, set keys.Type, since, until, after, afterAt string
 	return nil
 }
 
-// printListing renders l as a table, the time column named for the set, and the command of
-// the next page: --newest and the mint-time range kept (as the times it was read as, so
+// printListing renders l as a table, the time column named for the set, for pending a line
+// on the jobs waiting in lanes and at a priority when there are any, and the command of the
+// next page: --newest and the mint-time range kept (as the times it was read as, so
 // that a duration ago does not move).
 func (a *app) printListing(l listing, set keys.Type, opts *bus.BrowseOpts) {
 	head := []string{"ID", "MINTED"}
@@ -164,6 +184,10 @@ func (a *app) printListing(l listing, set keys.Type, opts *bus.BrowseOpts) {
 		t = append(t, row)
 	}
 	a.table(t)
+	if l.InLanes != nil && l.Urgent != nil && (*l.InLanes != 0 || *l.Urgent != 0) {
+		fmt.Fprintf(a.out, "this list holds the jobs without a lane; %d more wait in lanes and %d at a priority (see emq lanes %s)\n",
+			*l.InLanes, *l.Urgent, l.Queue)
+	}
 	if l.Next == "" {
 		return
 	}
