@@ -11,6 +11,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/keys"
+	"github.com/echocache/echocache/lua"
 	"github.com/echocache/echocache/topic"
 )
 
@@ -115,6 +116,7 @@ type Bus struct {
 	queues map[string]keys.Queue // names validated once; bounded by maxCachedQueues
 
 	resent atomic.Int64 // scripts sent again after the cluster refused them (execMulti)
+	loaded lua.Loaded   // where the scripts are known loaded, for the waits of acknowledged writes (execOnce)
 	reg    registry     // the queues this Bus added to the registry (registry.go)
 
 	flow      sync.Map     // queue names last seen keeping lane state: claimed by laneclaim

@@ -218,7 +218,10 @@ func redirected(err error) bool {
 	return ve.IsTryAgain() || ve.IsClusterDown()
 }
 
-// execOnce is one send of execMulti; got is nil only when nothing was sent.
+// execOnce is one send of execMulti; got is nil only when nothing was sent. With ack, the
+// scripts go through b.loaded: where they are not known loaded (a fresh server, after SCRIPT
+// FLUSH or on a node not written to yet) they are sent by EVAL, so the wait that shares their
+// round trip follows scripts that ran and is not waited again after a NOSCRIPT.
 func (b *Bus) execOnce(ctx context.Context, runs []lua.Run, ack *Ack) (got []result, err error) {
 	if ack == nil {
 		if len(runs) == 1 {
@@ -231,7 +234,7 @@ func (b *Bus) execOnce(ctx context.Context, runs []lua.Run, ack *Ack) (got []res
 	var ackErr error
 	err = b.client.Dedicated(func(dc valkey.DedicatedClient) error {
 		if ack.fits(ctx) {
-			replies, wait := lua.Pipeline(ctx, dc, runs, ack.command) // one round trip
+			replies, wait := b.loaded.Pipeline(ctx, dc, runs, ack.command) // one round trip
 			got, ackErr = results(replies), ack.check(wait)
 			return nil
 		}
@@ -239,7 +242,7 @@ func (b *Bus) execOnce(ctx context.Context, runs []lua.Run, ack *Ack) (got []res
 		// replies already received included, so the wait goes in a round trip of its own.
 		// Replies of scripts that ran are then kept whatever happens to the wait, which is
 		// asked to end before ctx does (Ack.within).
-		replies, _ := lua.Pipeline(ctx, dc, runs, nil)
+		replies, _ := b.loaded.Pipeline(ctx, dc, runs, nil)
 		got = results(replies)
 		within := ack.within(ctx)
 		ackErr = within.check(dc.Do(ctx, within.command(dc.B())))

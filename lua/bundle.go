@@ -62,10 +62,13 @@ type Script struct {
 	SHA1   string // hex SHA1 of Source: what EVALSHA names
 	Header Header
 	lua    *valkey.Lua
+	bit    int // 1 + its index in the bundle, for [Loaded]; 0 for a Script made elsewhere
 }
 
 // Exec runs the script by EVALSHA, loading it with EVAL on NOSCRIPT. It is not retried by the
-// client: a write that may have landed is never sent twice behind the caller's back.
+// client: a write that may have landed is never sent twice behind the caller's back. A write
+// followed by a wait goes through [Loaded.Pipeline] instead, so that the wait follows a script
+// that ran.
 func (s *Script) Exec(ctx context.Context, c valkey.Client, keys, args []string) valkey.ValkeyResult {
 	return s.lua.Exec(ctx, c, keys, args)
 }
@@ -116,7 +119,7 @@ func mustLoad() map[string]*Script {
 	if err != nil {
 		panic(err)
 	}
-	for _, file := range names {
+	for n, file := range names {
 		src, err := files.ReadFile(file)
 		if err != nil {
 			panic(err)
@@ -133,6 +136,7 @@ func mustLoad() map[string]*Script {
 			SHA1:   hex.EncodeToString(sum[:]),
 			Header: h,
 			lua:    valkey.NewLuaScript(string(src)),
+			bit:    n + 1,
 		}
 	}
 	return out

@@ -91,6 +91,8 @@ func render() ([]byte, error) {
 	p("`bus` and `cache` do, and interoperates with them on one server. `conformance/` holds vectors that check it.\n\n")
 	p("- Load each script by its bytes: its name is the SHA1 of the file (`lua/manifest.sha1`, in `sha1sum` format, lists\n")
 	p("  them). Call it with EVALSHA, and with EVAL when the server answers NOSCRIPT; a call that may have run is never sent twice.\n")
+	p("  A call followed by WAIT or WAITAOF in its round trip goes by EVAL where its script is not known loaded (a fresh server\n")
+	p("  or node, after SCRIPT FLUSH or a restart), so that the wait follows a script that ran and is not waited twice.\n")
 	p("- Every key a script touches is one of its KEYS or is derived from KEYS[1] by the grammar, so every key of a call shares\n")
 	p("  one hash tag, one cluster slot. Every script checks the count of its KEYS and ARGV, matches its KEYS against the\n")
 	p("  grammar, checks every argument by its rule and every precondition before its first write: a refused call writes\n")
