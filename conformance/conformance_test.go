@@ -190,6 +190,8 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"if row[1] ~= 'active' and row[1] ~= 'cancelling' then", "if row[1] ~= 'active' and row[1] ~= 'cancelling' and false then"},
 		{"browse listing the cursor's own job again", "browse",
 			"if before(m, after) or (past and m == after) then", "if before(m, after) then"},
+		{"browse taking a cursor score past 2^53 - 1", "browse",
+			"uint(ARGV[4], 9007199254740991, 16)", "uint(ARGV[4], math.huge, 16)"},
 		{"reap forgetting the lease that expired", "reap",
 			"if type(pushed) == 'number' then redis.call('LTRIM', ek, -10, -1) end", "redis.pcall('DEL', ek)"},
 		{"completeclaim leaving the failure histories behind", "completeclaim",
@@ -233,6 +235,10 @@ func TestMutatedScriptsFail(t *testing.T) {
 			"  if redis.call('ZREM', lw, lane) == 1 and redis.call('ZCARD', lp) > 0 then", "  if false then"},
 		{"flowset keeping the holds of the lanes on a changed default rate", "flowset",
 			"  for _, lane in ipairs(held) do\n", "  for _, lane in ipairs({}) do\n"},
+		{"laneclaim counting a lane's log from before the default rate changed", "laneclaim",
+			"local lanesince = ", "local lanesince = nil and "},
+		{"flowset not marking when the default rate changed", "flowset",
+			"    redis.call('HSET', KEYS[1], 'lanesince', t[1] * 1000 + math.floor(t[2] / 1000))\n", ""},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()

@@ -13,8 +13,11 @@
 -- ARGV[2]  newest       uint[0,1]  0 lists from the lowest score up, 1 from the highest down
 -- ARGV[3]  limit        uint[1,1000]  the page's size at most. The Go bus passes
 --          BrowseOpts.Limit, else 100
--- ARGV[4]  after_score  uint[0,999999999999999]  the cursor's score (ms); give 0 with no
---          cursor
+-- ARGV[4]  after_score  bytes[1,16]  the cursor's score (ms), 0 with no cursor: a decimal
+--          integer, ^[0-9]+$ (no sign, exponent, point, space or hex), at most
+--          9007199254740991 (2^53 - 1, up to which Lua's numbers hold every integer). A run-at
+--          or a lease deadline is server TIME plus up to 999999999999999 ms (a delay, a
+--          backoff, a lease), so a score may take 16 digits, past a uint's 15
 -- ARGV[5]  after_id     jobid?  the cursor's JOB id; "" starts at the head of the order
 -- DERIVES  emq:{<q>}:job:<id>           each listed job's row: KEYS[1] up to its type, "job:",
 --          the id
@@ -27,22 +30,23 @@
 --          attempts 0 when the row is missing or is not a hash; more is 1 when the set
 --          holds entries past the page in its direction, else 0
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, schedule
--- ERROR    EMQARGS    an ARGV does not meet its rule, after_score is not 0 without after_id,
---          or the count of ARGV is not 5
+-- ERROR    EMQARGS    an ARGV does not meet its rule, after_score is not such an integer or
+--          is not 0 without after_id, or the count of ARGV is not 5
 -- ERROR    EMQTYPE    a key holds another type
 local base = string.match(KEYS[1] or '', '^(emq:{[0-9A-Za-z_.%-]+}:)active$')
 if #KEYS ~= 2 or not base or #base > 71 or KEYS[2] ~= base .. 'schedule' then
   return redis.error_reply('EMQKEYS expected emq:{<q>}:active, schedule of one queue')
 end
 if #ARGV ~= 5 then return redis.error_reply('EMQARGS expected 5 ARGV: set, newest, limit, after_score, after_id') end
-local function uint(s, hi)
-  if s and #s <= 15 and string.match(s, '^[0-9]+$') and tonumber(s) <= hi then return tonumber(s) end
+local function uint(s, hi, digits)
+  if s and #s <= digits and string.match(s, '^[0-9]+$') and tonumber(s) <= hi then return tonumber(s) end
 end
-local which, newest, limit, score = uint(ARGV[1], 1), uint(ARGV[2], 1), uint(ARGV[3], 1000), uint(ARGV[4], 999999999999999)
+-- A score takes 16 digits (see ARGV[4]); past 2^53 - 1 tonumber would round, so that is the bound.
+local which, newest, limit, score = uint(ARGV[1], 1, 15), uint(ARGV[2], 1, 15), uint(ARGV[3], 1000, 15), uint(ARGV[4], 9007199254740991, 16)
 if not which then return redis.error_reply('EMQARGS set must be 0 or 1') end
 if not newest then return redis.error_reply('EMQARGS newest must be 0 or 1') end
 if not limit or limit < 1 then return redis.error_reply('EMQARGS limit must be an integer in [1, 1000]') end
-if not score then return redis.error_reply('EMQARGS after_score must be an integer >= 0') end
+if not score then return redis.error_reply('EMQARGS after_score must be an integer in [0, 9007199254740991]') end
 local after = ARGV[5]
 if after ~= '' and (#after ~= 30 or not string.match(after, '^JOB_[0-7][0-9A-HJKMNP-TV-Z]+$')) then
   return redis.error_reply('EMQARGS ARGV[5] is not a JOB id')
