@@ -43,6 +43,12 @@ func (t *Table[K, V]) unoffer(ctx context.Context, idStr, key, token string) {
 // taken before its reply was lost (a timeout, a broken connection): cache_fill releases each
 // only if its row still holds it. It tries for one LeaseTTL, every L2Timeout while the breaker
 // lets reads through, then leaves the leases to expire.
+//
+// A release that finds no lease does not prove that none will land: valkey-go spreads a
+// client's commands over several connections, and a server that was stopped may run the
+// release, sent later on a connection it serves first, before the lost write. So a key is
+// let go once a release freed its lease, or once a second release, sent after the first was
+// answered (the lost write waits on the server by then), finds none either.
 func (t *Table[K, V]) releaseLater(token string, keys ...string) {
 	if len(keys) == 0 || !t.c.enter() {
 		return
@@ -53,14 +59,21 @@ func (t *Table[K, V]) releaseLater(token string, keys ...string) {
 		defer cancel()
 		tick := time.NewTicker(t.spec.L2Timeout)
 		defer tick.Stop()
+		missed := make(map[string]bool, len(keys)) // a release of the key was answered: no lease
 		for {
 			if t.c.brk.allow() { // while the breaker is open, Valkey is not asked
 				left := keys[:0]
 				for _, key := range keys {
 					bctx, bcancel := t.l2ctx(ctx)
-					_, err := t.c.finishFill(bctx, key, token, "", 1)
+					released, err := t.c.finishFill(bctx, key, token, "", 1)
 					bcancel()
-					if err != nil && unreachable(err) {
+					switch {
+					case err != nil:
+						if unreachable(err) {
+							left = append(left, key)
+						}
+					case !released && !missed[key]:
+						missed[key] = true
 						left = append(left, key)
 					}
 				}

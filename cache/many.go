@@ -24,8 +24,9 @@ var (
 // pipeline (a row that does not decode is taken over with a call of its own), loads it with
 // one batch-loader
 // call (see [TableOpts].BatchLoad), and writes the outcome with one pipeline. Ids whose rows
-// another filler holds are waited for as Get would. On error it returns what it has, with
-// the error.
+// another filler holds are waited for as Get would. When L2 fails at the read or at the
+// leases (or the breaker is open), degraded mode answers the ids still missing from the
+// loader, as it answers Get. On error it returns what it has, with the error.
 func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 	out := make(map[K]V, len(ids))
 	rest := make([]K, 0, len(ids))
@@ -94,11 +95,23 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 	}
 	var errs []error
 	if len(absent)+len(unreadable) > 0 {
-		raced, err := t.fillMany(ctx, rest, idStrs, keys, gens, rows, absent, unreadable, out)
+		raced, unleased, lerr, err := t.fillMany(ctx, rest, idStrs, keys, gens, rows, absent, unreadable, out)
 		t.st.misses.Add(int64(len(absent) + len(unreadable) - len(raced)))
 		others = append(others, raced...)
 		if err != nil {
 			errs = append(errs, err)
+		}
+		if len(unleased) > 0 && t.degrades(ctx, lerr) {
+			// L2 failed the leases (or refuses writes): the loader answers those ids, as it
+			// answers a Get whose fill fails on L2.
+			missing := make([]K, len(unleased))
+			for j, i := range unleased {
+				missing[j] = rest[i]
+			}
+			lerr = t.degradedMany(ctx, missing, out, lerr)
+		}
+		if lerr != nil {
+			errs = append(errs, lerr)
 		}
 	}
 	// Rows another filler holds (or won a race for): wait for them as Get does, which counts
@@ -127,11 +140,13 @@ type outcome[V any] struct {
 
 // fillMany leases the absent and unreadable rows, loads the leased ids in one batch-loader
 // call, and writes the outcomes in one pipeline, adding found values to out. It returns the
-// indexes it could not lease (another filler was first), to be waited for.
+// indexes it could not lease because another filler was first (raced, to be waited for) or
+// because L2 failed (unleased, with that failure in leaseErr), and the errors of the fill of
+// the rest in err.
 func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys []string, gens []gen,
-	rows []rowRead, absent, unreadable []int, out map[K]V) (raced []int, err error) {
+	rows []rowRead, absent, unreadable []int, out map[K]V) (raced, unleased []int, leaseErr, err error) {
 	if !t.c.enter() {
-		return nil, ErrClosed
+		return nil, nil, nil, ErrClosed
 	}
 	defer t.c.leave()
 	// Leases are held for every process: once taken, the fill finishes whatever the caller does.
@@ -154,6 +169,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 			raced = append(raced, i)
 		default:
 			lost = append(lost, keys[i])
+			unleased = append(unleased, i)
 		}
 	}
 	for _, i := range unreadable {
@@ -164,6 +180,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 			if unreachable(err) {
 				lost = append(lost, keys[i])
 			}
+			unleased = append(unleased, i)
 			lerr = errors.Join(lerr, err)
 		case ok:
 			held = append(held, i)
@@ -176,7 +193,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		lerr = fmt.Errorf("cache: table %s: taking fill leases: %w", t.spec.Name, lerr)
 	}
 	if len(held) == 0 {
-		return raced, lerr
+		return raced, unleased, lerr, nil
 	}
 
 	results := t.loadMany(ctx, rest, idStrs, held)
@@ -224,7 +241,7 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 			t.install(rest[i], gens[i], t.newEntry(res.v, !res.found, wsent, pttl(pxMillis(pxs[j])), res.delta, token))
 		}
 	}
-	return raced, errors.Join(append(errs, lerr)...)
+	return raced, unleased, lerr, errors.Join(errs...)
 }
 
 // loadMany loads the held ids: with one batch-loader call when the table has one, else with

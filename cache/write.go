@@ -190,7 +190,9 @@ func coherenceKeys(k keys.Table) tableKeys {
 // miss is Get past an L1 miss. A stale-on-error table with a value at hand (an L1 entry
 // past its deadline but read from L2 at most StaleOnError ago) waits at most StaleTimeout
 // for L2 and the loader, and answers the stale value when they fail; the entry is not used
-// if it was invalidated meanwhile.
+// if it was invalidated meanwhile. A read that the stale timeout cut short and that has no
+// stale value left to answer goes on as a Get without one: that timeout is the table's, not
+// the caller's deadline, and the read still has degraded mode and the fill in flight.
 func (t *Table[K, V]) miss(ctx context.Context, id K) (V, Tier, error) {
 	if !t.spec.StaleEnabled() || t.l1 == nil {
 		return t.get(ctx, id)
@@ -206,7 +208,11 @@ func (t *Table[K, V]) miss(ctx context.Context, id K) (V, Tier, error) {
 		return v, tier, err
 	}
 	if cur, ok := t.l1.Get(id); !ok || cur != e || t.clk.precise()-e.fetched > int64(t.spec.StaleOnError) {
-		return v, tier, err // invalidated (or replaced) meanwhile, or too old by now
+		// Invalidated (or replaced) meanwhile, or too old by now.
+		if sctx.Err() != nil {
+			return t.get(ctx, id)
+		}
+		return v, tier, err
 	}
 	t.st.staleServed.Add(1)
 	return e.value, TierStale, nil

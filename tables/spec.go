@@ -126,7 +126,10 @@ type Spec struct {
 
 	// StaleTimeout is how long a Get of a stale-on-error table with a stale value at hand
 	// waits for Valkey and the loader before it answers the stale value (the fill goes on in
-	// the background). Default DefaultStaleTimeout (250 ms); ignored when StaleOnError is 0.
+	// the background). A stale value gone by then (invalidated meanwhile, or older than
+	// StaleOnError) is not served: the Get goes on as one without a stale value would, so it
+	// may take up to StaleTimeout more than that. Default DefaultStaleTimeout (250 ms);
+	// ignored when StaleOnError is 0.
 	StaleTimeout time.Duration
 
 	// L2Timeout bounds each L2 operation on the read path (a Get's read of the row, a
