@@ -113,15 +113,42 @@ func parseSpec(raw string) (periodicSpec, *ticks, error) {
 
 // next is the first tick strictly after the unix ms after, or -1 when there is none (a cron
 // spec that matches no time within five years, such as February 30th).
+//
+// A cron tick is an instant whose wall clock in loc the spec names. robfig/cron's own Next
+// steps through loc by whole hours and loses its place on a day whose clock moves by half an
+// hour (Australia/Lord_Howe), so the wall clock is searched in UTC instead, one stretch of
+// constant offset at a time: within a stretch, wall time is the instant plus the offset, and
+// the first match that falls inside the stretch is the tick. A wall time skipped by a change
+// has no instant; one repeated has two, each a tick.
 func (t *ticks) next(after int64) int64 {
 	if t.every > 0 {
 		return (after/t.every + 1) * t.every
 	}
-	n := t.cron.Next(time.UnixMilli(after).In(t.loc))
-	if n.IsZero() {
-		return -1
+	from := time.UnixMilli(after).In(t.loc)
+	limit := from.AddDate(5, 0, 0)
+	wall := func(at time.Time) (time.Time, int) {
+		_, off := at.Zone()
+		return at.UTC().Add(time.Duration(off) * time.Second), off
 	}
-	return n.UnixMilli()
+	w, off := wall(from)
+	for {
+		n := t.cron.Next(w) // the spec's location is time.Local: Next reads w's, UTC
+		if n.IsZero() {
+			return -1
+		}
+		at := n.Add(-time.Duration(off) * time.Second)
+		_, end := from.ZoneBounds()
+		if end.IsZero() || at.Before(end) {
+			return at.UnixMilli()
+		}
+		// The match falls past the stretch: look again from the stretch that begins at end,
+		// whose first instant is a candidate too.
+		if from = end.In(t.loc); from.After(limit) {
+			return -1
+		}
+		w, off = wall(from)
+		w = w.Add(-time.Nanosecond)
+	}
 }
 
 // due returns the ticks in (last, now], at most keep of them, the newest, oldest first; and n,
