@@ -207,7 +207,7 @@ type Worker struct {
 	stopOnce   sync.Once
 	hardOnce   sync.Once
 	blockCtx   context.Context // cancelled when the worker drains: aborts a blocked BLPOP
-	hardCtx    context.Context // cancelled with hard: cuts a round trip short
+	hardCtx    context.Context // cancelled handBackTimeout after hard: cuts a round trip short
 	hardCancel context.CancelFunc
 	blockStop  context.CancelFunc
 	beatEvery  time.Duration // the heartbeat's interval
@@ -355,12 +355,12 @@ func (w *Worker) heartbeatInterval() time.Duration {
 // outcomes, renewing their leases meanwhile. When ctx ends first, it cancels the handlers'
 // contexts (cause [ErrWorkerClosed]), waits for them to return, completes the jobs whose
 // handler returned nil and hands the others back to pending without counting a failure;
-// a job whose hand-back cannot be sent is left to its lease's expiry. What is sent after
-// ctx ended is bounded by 2 s from then, all of it together, so a server that stopped
-// answering holds Close up by about that past ctx's end. Close returns when every goroutine
-// of the worker has ended (so a handler that ignores its context holds it), with nil, or with
-// ctx's error when handlers had to be cancelled. Closing a worker that was never started, or
-// closing twice, is allowed.
+// jobs that a claim in flight brings back are handed back too. A job whose hand-back cannot
+// be sent is left to its lease's expiry. What is in flight or sent after ctx ended is bounded
+// by 2 s from then, all of it together, so a server that stopped answering holds Close up by
+// about that past ctx's end. Close returns when every goroutine of the worker has ended (so a
+// handler that ignores its context holds it), with nil, or with ctx's error when handlers had
+// to be cancelled. Closing a worker that was never started, or closing twice, is allowed.
 func (w *Worker) Close(ctx context.Context) error {
 	w.mu.Lock()
 	started := w.started
@@ -375,11 +375,17 @@ func (w *Worker) Close(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
+	var cut *time.Timer
 	w.hardOnce.Do(func() {
-		w.hardCancel() // a round trip in flight ends now; its outcomes go out again, briefly
+		// A round trip in flight keeps the hand-backs' bound, not less: answered, its claims are
+		// handed back and its completes counted instead of left to their leases.
+		cut = time.AfterFunc(handBackTimeout, w.hardCancel)
 		close(w.hard)
 	})
 	<-w.done
+	if cut != nil {
+		cut.Stop()
+	}
 	return fmt.Errorf("bus: closing the worker of queue %s: running handlers were cancelled: %w", w.q.Name(), ctx.Err())
 }
 

@@ -14,10 +14,10 @@ import (
 )
 
 // TestCloseResendsCutComplete: a handler returned nil and its complete is in flight,
-// slow on the server, when Close's deadline passes. Close cuts that round trip short (hardCtx)
-// and, as its doc says, sends the outcome again within handBackTimeout: the job is retired,
-// not left active to its lease, where a reap would hand it to another worker and run it a
-// second time.
+// slow on the server, when Close's deadline passes. As Close's doc says, what is in flight
+// then still has handBackTimeout (a round trip cut short is sent again within it): the job is
+// retired, not left active to its lease, where a reap would hand it to another worker and run
+// it a second time.
 func TestCloseResendsCutComplete(t *testing.T) {
 	t.Parallel()
 	srv := valkeytest.Start(t, valkeytest.WithoutPersistence())

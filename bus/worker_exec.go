@@ -126,15 +126,39 @@ func (ex *executor) serve() {
 		}
 		ex.startLocked(r)
 		ex.mu.Unlock()
-		ex.w.runHandler(r)
+		if !ex.run(r) {
+			return // the handler ended this goroutine (runtime.Goexit); another took its place
+		}
 		ex.mu.Lock()
-		ex.dl.remove(r)
-		ex.done = append(ex.done, r)
-		if len(ex.done) == 1 {
-			select {
-			case ex.notify <- struct{}{}:
-			default:
-			}
+		ex.finishedLocked(r)
+	}
+}
+
+// run runs r's handler on a pool goroutine; false when the handler ended the goroutine with
+// runtime.Goexit (as t.FailNow does). The job is then reported all the same and a new pool
+// goroutine takes this one's place: else the loop would wait for the job forever (Close
+// included) and the pool would have lost a slot.
+func (ex *executor) run(r *inflight) (returned bool) {
+	defer func() {
+		if !returned {
+			ex.mu.Lock()
+			ex.finishedLocked(r)
+			ex.pool.Go(ex.serve) // this goroutine still counts in pool: Add may come before its Done
+			ex.mu.Unlock()
+		}
+	}()
+	ex.w.runHandler(r)
+	return true
+}
+
+// finishedLocked queues r's return for the loop, waking it when the queue was empty.
+func (ex *executor) finishedLocked(r *inflight) {
+	ex.dl.remove(r)
+	ex.done = append(ex.done, r)
+	if len(ex.done) == 1 {
+		select {
+		case ex.notify <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -224,19 +248,54 @@ func (w *Worker) route(j Job, idStr string) *inflight {
 	return r
 }
 
-// runHandler calls the handler; a panic becomes the job's error, a *[PanicError]. It runs on
-// a pool goroutine, so it touches r only, never the loop.
+// runHandler calls the handler; a panic becomes the job's error, a *[PanicError], and so
+// does an error whose methods panic (a typed nil pointer, say), since the loop reads the
+// error's text and chain; a runtime.Goexit fails the job too. It runs on a pool goroutine, so
+// it touches r only, never the loop.
 func (w *Worker) runHandler(r *inflight) {
+	returned := false
 	defer func() {
+		where := "bus: handler of kind " + r.kind
 		if p := recover(); p != nil {
-			r.err = panics.New("bus: handler of kind "+r.kind, p)
+			r.err = panics.New(where, p)
+		} else if !returned {
+			r.err = fmt.Errorf("%s called runtime.Goexit", where)
 		}
+		r.err = readableError(where, r.err)
 		r.dur = time.Since(r.since)
 		r.cancel(nil) // release the context; a handler's own goroutines see it done
 		w.busy.Add(-1)
 	}()
 	r.err = r.h.fn(r.ctx, r.job, r.body)
+	returned = true
 }
+
+// readableError is err, or a *PanicError when reading err panics: its text and the chain the
+// loop looks through (errors.Is and errors.As) are read here, on the handler's goroutine,
+// where a panic fails the one job instead of ending the loop.
+func readableError(where string, err error) (out error) {
+	if err == nil {
+		return nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			out = panics.New(where, fmt.Sprintf("the error it returned (%T) panicked: %v", err, p))
+		}
+	}()
+	_ = err.Error()
+	var target *unmatchedError
+	_ = errors.Is(err, errUnmatched) // each walks the whole chain
+	_ = errors.As(err, &target)
+	return err
+}
+
+// errUnmatched and unmatchedError match no error: looking for them walks an error's whole
+// chain (Unwrap, Is and As methods).
+var errUnmatched = errors.New("bus: matches no error")
+
+type unmatchedError struct{}
+
+func (*unmatchedError) Error() string { return "bus: matches no error" }
 
 // handBack takes a claimed job whose handler must not start (its claim fell short of
 // ClaimAck, or Close's deadline passed while it waited): it is held until its hand-back,

@@ -241,14 +241,14 @@ func (l *loop) plan() (claim int, beat, due bool) {
 }
 
 // backOff follows a round trip rt the server did not answer: the next one waits, doubling
-// from 50 ms up to 2 s. Past Close's deadline, the outcomes of a round trip sent before it
-// (which the deadline cut short) go out again at once, within handBackTimeout; those of a
-// round trip sent after it are abandoned.
+// from 50 ms up to 2 s. Past Close's deadline, the outcomes of a round trip sent before it go
+// out again at once, within handBackTimeout; those of a round trip sent after it are
+// abandoned.
 func (l *loop) backOff(rt *roundTrip) {
 	l.errWait = min(max(l.errWait*2, 50*time.Millisecond), 2*time.Second)
 	if l.pastDeadline {
 		if rt.handBackBy.IsZero() {
-			return // cut short by hardCtx, not refused by the server: send again, bounded by handBackBy
+			return // sent before the deadline: send again, bounded by handBackBy
 		}
 		l.abandon() // the server is not answering and the deadline has passed
 		return
@@ -329,6 +329,11 @@ func (l *loop) stopClaiming() {
 // for a pool goroutine: Close's deadline passed.
 func (l *loop) cancelHandlers() {
 	l.hard = nil
+	if l.stop != nil {
+		// Close closes stop just before hard, and the select may take hard first: a claim
+		// sent now would only bring back jobs to hand back, each with an attempt spent.
+		l.stopClaiming()
+	}
 	l.pastDeadline = true
 	l.handBackBy = time.Now().Add(handBackTimeout)
 	// What waits for a backoff goes out now: every round trip from here on ends by handBackBy.

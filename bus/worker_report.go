@@ -146,8 +146,8 @@ func (r *reporter) run() {
 		select {
 		case <-r.quit:
 			if published {
-				// Close's deadline (hardCtx) cuts the withdrawal short: the snapshot then
-				// expires by itself.
+				// Close's hand-back bound (hardCtx) cuts the withdrawal short: the snapshot
+				// then expires by itself.
 				ctx, cancel := context.WithTimeout(w.hardCtx, reportTimeout)
 				if err := r.send(ctx, nil); err != nil {
 					w.log.Warn("bus: worker: withdrawing its stats failed; they expire by themselves", "err", err)
