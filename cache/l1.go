@@ -79,12 +79,19 @@ func (t *Table[K, V]) install(id K, g gen, e *entry[V]) bool {
 
 // Forget drops id from this process's L1 (not from L2), and keeps fills already in flight
 // from installing it again. It is the local half of an invalidation.
+//
+// An id L1 does not hold is not deleted: ristretto queues every Del for its policy goroutine,
+// a wake-up on the path of every invalidation, and most ids an invalidation names are not in
+// a given process's L1. An install racing this is safe without it: install sets, waits until
+// the set is applied, and deletes the id itself when its generation moved meanwhile.
 func (t *Table[K, V]) Forget(id K) {
 	t.gens.bump(stripeOf(id, t.ops))
 	if t.l1 != nil {
 		t.c.mu.RLock()
 		if !t.c.closed {
-			t.l1.Del(id)
+			if _, ok := t.l1.Get(id); ok {
+				t.l1.Del(id)
+			}
 		}
 		t.c.mu.RUnlock()
 	}

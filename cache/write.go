@@ -94,9 +94,11 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 		tk := coherenceKeys(t.decl.Shards[shard])
 		for start := 0; start < len(strs); start += invalidateBatch {
 			batch := strs[start:min(start+invalidateBatch, len(strs))]
-			err := t.unavailable(batch[0])
+			var err error
 			if t.c.brk.allow() {
 				err = t.c.invalidateRows(ctx, tk, batch)
+			} else {
+				err = t.unavailable(batch[0])
 			}
 			if err != nil {
 				t.remember(err, batch...)
@@ -127,9 +129,11 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 	if t.c.isClosed() {
 		return ErrClosed
 	}
-	err := t.unavailable("*")
+	var err error
 	if t.c.brk.allow() {
 		err = t.flushShards(ctx)
+	} else {
+		err = t.unavailable("*")
 	}
 	t.flushL1()
 	if err != nil {
