@@ -23,7 +23,7 @@ type breaker struct {
 	failures int
 	probe    time.Duration
 	log      *slog.Logger
-	onOpen   func() // wakes the reconcile loop, which probes while the breaker is open
+	onOpen   func(error) // marks every table degraded and wakes the reconcile loop, which probes while the breaker is open
 
 	n     atomic.Int64 // consecutive failures
 	open  atomic.Bool
@@ -48,7 +48,7 @@ func (b *breaker) observe(err error) {
 			b.opens.Add(1)
 			b.log.Warn("cache: Valkey failing; circuit open: reads skip L2 until a probe succeeds",
 				"failures", b.n.Load(), "probe_every", b.probe, "err", err)
-			b.onOpen()
+			b.onOpen(err)
 		}
 	}
 }

@@ -201,7 +201,7 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 		cores:   make(map[string]tableCore),
 	}
 	c.brk = &breaker{failures: cfg.BreakerFailures, probe: cfg.BreakerProbe, log: cfg.Logger,
-		onOpen: func() { c.coh.wake() }}
+		onOpen: func(err error) { c.coh.breakerOpened(err) }}
 	coh, err := newCoherence(c, cfg)
 	if err != nil {
 		cancel()

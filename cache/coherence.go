@@ -290,7 +290,16 @@ func (co *coherence) readRecords(ctx context.Context, tss []*tableState) ([]reco
 	return recs, err
 }
 
-// wake makes the background loop look at its state again (the breaker opened: it probes).
+// breakerOpened marks every table degraded, read or not (reads skip L2 from now on, and
+// Stats.Degraded says so), and wakes the background loop, which probes.
+func (co *coherence) breakerOpened(cause error) {
+	for _, g := range groupsOf(co.tracked()) {
+		g.enterDegraded(co.c.log, cause)
+	}
+	co.wake()
+}
+
+// wake makes the background loop look at its state again.
 func (co *coherence) wake() {
 	select {
 	case co.kick <- struct{}{}:

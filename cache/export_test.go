@@ -78,3 +78,15 @@ func ParsedValueVersion(s string) (uint64, bool) {
 	r := parseRow(s)
 	return r.vversion, r.kind == rowValue && r.versioned
 }
+
+// Kick asks the background loop to reconcile this table (alone) now, as a resubscribe of its
+// channel or a regression seen in a message does.
+func (t *Table[K, V]) Kick() {
+	co := t.c.coh
+	co.mu.Lock()
+	for _, ts := range t.cs.shards {
+		co.pending[ts] = true
+	}
+	co.mu.Unlock()
+	co.wake()
+}

@@ -60,6 +60,12 @@ func (co *coherence) all() []*tableState {
 // flushes the tables whose record moved past what they saw, after a grace for messages in
 // flight.
 func (co *coherence) reconcile(tss []*tableState) {
+	if !co.c.brk.allow() {
+		// The reconcile that reads the records closes the breaker for every table, so it
+		// settles every table, not only those a kick named: a table must not trust its L1
+		// again, nor read L2 past its owed invalidations, before its record was read.
+		tss = co.all()
+	}
 	if len(tss) == 0 {
 		return
 	}
@@ -91,13 +97,7 @@ func (co *coherence) reconcile(tss []*tableState) {
 	// Invalidations refused during an outage go first, before reads return to L2: their
 	// rows may hold values the database no longer has.
 	groups := groupsOf(synced)
-	owing := groups
-	if !co.c.brk.allow() {
-		// The breaker closes below for every table, not only those of tss (a kick reconciles
-		// a few): every table's pending invalidations go first.
-		owing = groupsOf(co.tracked())
-	}
-	for _, g := range owing {
+	for _, g := range groupsOf(tss) { // those whose subscription is not synced yet too
 		if core := g.shards[0].core; core.pendingCount() != 0 {
 			if err := core.retryPending(ctx); err != nil {
 				co.c.log.Warn("cache: reconcile: sending pending invalidations failed", "table", g.name, "err", err)
