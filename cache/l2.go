@@ -48,6 +48,9 @@ func l2err(op, key string, err error) error { return &l2Error{op: op, key: key, 
 // failure; when d ran out, it wraps ErrL2 and ErrL2Timeout (and not
 // context.DeadlineExceeded, which would read as the caller's). Every other error is an L2
 // failure as it came.
+//
+// A deadline the table set itself (a stale-on-error read's StaleTimeout, see withTableDeadline)
+// is not the caller's: L2 not answering within it is an L2 timeout, which the breaker counts.
 func l2outcome(caller, op context.Context, d time.Duration, err error) error {
 	if err == nil {
 		return nil
@@ -57,17 +60,47 @@ func l2outcome(caller, op context.Context, d time.Duration, err error) error {
 		return err
 	}
 	if cerr := caller.Err(); cerr != nil {
+		if tableDeadline(caller, cerr) {
+			return fmt.Errorf("%w: %s %s: %w", ErrL2, le.op, le.key, ErrL2Timeout)
+		}
 		return fmt.Errorf("cache: %s %s: %w", le.op, le.key, cerr)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	if cdl, ok := caller.Deadline(); ok {
-		if odl, _ := op.Deadline(); !cdl.After(odl) {
+		if odl, _ := op.Deadline(); !cdl.After(odl) && !tableDeadline(caller, context.DeadlineExceeded) {
 			return fmt.Errorf("cache: %s %s: %w", le.op, le.key, context.DeadlineExceeded)
 		}
 	}
 	return fmt.Errorf("%w: %s %s: %w after %v", ErrL2, le.op, le.key, ErrL2Timeout, d)
+}
+
+// outerKey holds, in a context made by withTableDeadline, the caller's own context.
+type outerKey struct{}
+
+// withTableDeadline is ctx with a deadline d from now that the table sets for itself, not the
+// caller: l2outcome counts an L2 operation it cut short as an L2 timeout while ctx lives.
+func withTableDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithValue(ctx, outerKey{}, ctx), d)
+}
+
+// tableDeadline reports whether cerr, ctx's error, is a deadline the table set
+// (withTableDeadline) while the caller's own context is still live.
+func tableDeadline(ctx context.Context, cerr error) bool {
+	if !errors.Is(cerr, context.DeadlineExceeded) {
+		return false
+	}
+	outer, ok := ctx.Value(outerKey{}).(context.Context)
+	if !ok || outer.Err() != nil {
+		return false
+	}
+	if odl, has := outer.Deadline(); has {
+		if dl, _ := ctx.Deadline(); !odl.After(dl) {
+			return false // the caller's deadline is the one that ran out (it ends this moment)
+		}
+	}
+	return true
 }
 
 // Scripts of the bundle the cache runs.

@@ -205,7 +205,7 @@ func (t *Table[K, V]) miss(ctx context.Context, id K) (V, Tier, error) {
 	if !ok || e.notFound || t.clk.precise()-e.fetched > int64(t.spec.StaleOnError) {
 		return t.get(ctx, id)
 	}
-	sctx, cancel := context.WithTimeout(ctx, t.spec.StaleTimeout)
+	sctx, cancel := withTableDeadline(ctx, t.spec.StaleTimeout)
 	defer cancel()
 	v, tier, err := t.get(sctx, id)
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed) || ctx.Err() != nil {
