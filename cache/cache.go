@@ -156,6 +156,9 @@ type Cache struct {
 	coh *coherence
 	brk *breaker
 	pub *publisher // lists the tables, publishes their stats (publish.go)
+
+	flushCount    int          // cache_flush's SCAN COUNT: flushScanCount
+	hookFlushStep func() error // tests: runs before each cache_flush call; an error fails it
 }
 
 // tableCore is what the cache needs of each of its typed tables, whatever K and V are:
@@ -199,6 +202,8 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 		closing: ctx,
 		cancel:  cancel,
 		cores:   make(map[string]tableCore),
+
+		flushCount: flushScanCount,
 	}
 	c.brk = &breaker{failures: cfg.BreakerFailures, probe: cfg.BreakerProbe, log: cfg.Logger,
 		onOpen: func(err error) { c.coh.breakerOpened(err) }}

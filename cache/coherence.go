@@ -43,7 +43,7 @@ import (
 // invalidateBatch is how many ids one cache_invalidate call carries.
 const invalidateBatch = 256
 
-// flushScanCount is cache_flush's SCAN COUNT per call.
+// flushScanCount is cache_flush's SCAN COUNT per call (Cache.flushCount, which tests lower).
 const flushScanCount = 1000
 
 // maxRetired bounds the epochs a table remembers as past, so late messages of an epoch it

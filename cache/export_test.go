@@ -90,3 +90,14 @@ func (t *Table[K, V]) Kick() {
 	co.mu.Unlock()
 	co.wake()
 }
+
+// SetFlushCount sets cache_flush's SCAN COUNT per call (1000 otherwise).
+func (c *Cache) SetFlushCount(n int) { c.flushCount = n }
+
+// SetHookFlushStep makes every cache_flush call of a whole-table invalidation run f first;
+// an error from f fails that call as an L2 error would.
+func (c *Cache) SetHookFlushStep(f func() error) { c.hookFlushStep = f }
+
+// OweAll makes the table owe a whole-table invalidation, as an overflow of its pending ids or
+// a record gone back in time does.
+func (t *Table[K, V]) OweAll() { t.oweAll() }

@@ -77,24 +77,33 @@ func (c *Cache) invalidateRows(ctx context.Context, tk tableKeys, ids []string) 
 	return writeReply("cache_invalidate", tk.recordKey, scriptInval.Exec(ctx, c.client, []string{tk.recordKey, tk.channel}, args))
 }
 
-// flushTable runs cache_flush until its walk ends: every row deleted, then a new epoch.
-func (c *Cache) flushTable(ctx context.Context, tk tableKeys) error {
-	token, cursor := c.writeToken(), "0"
+// flushTable runs cache_flush from cursor ("0": the start) until its walk ends: every row
+// deleted, then a new epoch. On an error it returns the cursor the walk had reached, where
+// another call may resume it (SCAN's cursor is the whole of its state).
+func (c *Cache) flushTable(ctx context.Context, tk tableKeys, cursor string) (string, error) {
+	token := c.writeToken()
 	for {
+		if c.hookFlushStep != nil {
+			if err := c.hookFlushStep(); err != nil {
+				return cursor, l2err("cache_flush", tk.recordKey, err)
+			}
+		}
 		arr, err := scriptFlush.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
-			[]string{token, cursor, strconv.Itoa(flushScanCount)}).ToArray()
+			[]string{token, cursor, strconv.Itoa(c.flushCount)}).ToArray()
 		if err != nil {
-			return l2err("cache_flush", tk.recordKey, err)
+			return cursor, l2err("cache_flush", tk.recordKey, err)
 		}
 		if len(arr) != 4 {
-			return l2err("cache_flush", tk.recordKey, fmt.Errorf("%d replies, want 4", len(arr)))
+			return cursor, l2err("cache_flush", tk.recordKey, fmt.Errorf("%d replies, want 4", len(arr)))
 		}
-		if cursor, err = arr[0].ToString(); err != nil {
-			return l2err("cache_flush", tk.recordKey, err)
+		next, err := arr[0].ToString()
+		if err != nil {
+			return cursor, l2err("cache_flush", tk.recordKey, err)
 		}
-		if cursor == "0" {
-			return nil
+		if next == "0" {
+			return "0", nil
 		}
+		cursor = next
 	}
 }
 

@@ -14,21 +14,42 @@ import (
 // rows) by the first reconcile that finds Valkey answering. At most MaxPendingInvalidations
 // ids are remembered per table; past that the table owes a whole-table invalidation
 // (InvalidateAll) instead, which covers every id. A table whose record went back in time
-// owes one too (see sequence.go), sent the same way.
+// owes one too (see sequence.go), sent the same way. An owed whole-table invalidation that
+// fails part way is resumed where it stopped (flushPos), and the ids whose writes fail
+// meanwhile are remembered beside it: the part of the walk already done may have passed
+// their rows.
 
 // pendingInvals are a table's invalidations that did not reach Valkey.
 type pendingInvals struct {
-	mu  sync.Mutex
-	max int
-	ids map[string]struct{}
-	all bool // overflowed, or an InvalidateAll failed: a whole-table invalidation is owed
+	mu   sync.Mutex
+	max  int
+	ids  map[string]struct{}
+	all  bool     // overflowed, or an InvalidateAll failed: a whole-table invalidation is owed
+	from flushPos // with all: where its walk resumes
+	// inflight is what a retry took and has not settled (-1: a whole-table invalidation), so
+	// that count still reports it while it is being sent.
+	inflight int
 }
 
-// add remembers ids; past max it owes a whole-table invalidation instead.
+// flushPos is how far a whole-table invalidation got: the shard it was walking and that
+// shard's SCAN cursor ("" or "0": its start). The zero flushPos is the table's start.
+type flushPos struct {
+	shard  int
+	cursor string
+}
+
+func (f flushPos) start() bool { return f.shard == 0 && (f.cursor == "" || f.cursor == "0") }
+
+// add remembers ids; past max it owes a whole-table invalidation from the start instead.
+// While a whole-table invalidation is owed from its start, it covers them.
 func (p *pendingInvals) add(ids ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.all {
+	p.addLocked(ids)
+}
+
+func (p *pendingInvals) addLocked(ids []string) {
+	if p.all && p.from.start() {
 		return
 	}
 	if p.ids == nil {
@@ -36,7 +57,7 @@ func (p *pendingInvals) add(ids ...string) {
 	}
 	for _, id := range ids {
 		if len(p.ids) >= p.max {
-			p.all, p.ids = true, nil
+			p.all, p.ids, p.from = true, nil, flushPos{}
 			return
 		}
 		p.ids[id] = struct{}{}
@@ -53,32 +74,61 @@ func (p *pendingInvals) done(ids ...string) {
 	}
 }
 
-// addAll owes a whole-table invalidation.
+// addAll owes a whole-table invalidation, from the start.
 func (p *pendingInvals) addAll() {
 	p.mu.Lock()
-	p.all, p.ids = true, nil
+	p.all, p.ids, p.from = true, nil, flushPos{}
 	p.mu.Unlock()
 }
 
-// take hands the pending work to one retry.
-func (p *pendingInvals) take() (ids []string, all bool) {
+// resume owes a whole-table invalidation whose walk reached from (one owed from the start
+// meanwhile stays so), and remembers ids beside it.
+func (p *pendingInvals) resume(from flushPos, ids []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.all || !p.from.start() {
+		p.all, p.from = true, from
+	}
+	p.addLocked(ids)
+}
+
+// take hands the pending work to one retry: the ids, and whether a whole-table invalidation
+// is owed and from where.
+func (p *pendingInvals) take() (ids []string, all bool, from flushPos) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id := range p.ids {
 		ids = append(ids, id)
 	}
-	all, p.ids, p.all = p.all, nil, false
-	return ids, all
+	all, from, p.ids, p.all, p.from = p.all, p.from, nil, false, flushPos{}
+	p.inflight = len(ids)
+	if all {
+		p.inflight = -1
+	}
+	return ids, all, from
 }
 
-// count is how many ids are pending (-1: a whole-table invalidation is owed).
+// settle ends the retry that took the pending work: what it could not send was given back.
+func (p *pendingInvals) settle() {
+	p.mu.Lock()
+	p.inflight = 0
+	p.mu.Unlock()
+}
+
+// drop forgets everything pending: a whole-table invalidation reached Valkey.
+func (p *pendingInvals) drop() {
+	p.take()
+	p.settle()
+}
+
+// count is how many ids are pending, those a retry is sending included (-1: a whole-table invalidation is owed).
 func (p *pendingInvals) count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.all {
+	if p.all || p.inflight < 0 {
 		return -1
 	}
-	return len(p.ids)
+	return len(p.ids) + p.inflight
 }
 
 // remember keeps what a failed write meant to invalidate, if its error says Valkey could
@@ -96,14 +146,17 @@ func (t *Table[K, V]) remember(err error, ids ...string) {
 func (t *Table[K, V]) retryPending(ctx context.Context) error {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
-	ids, all := t.pending.take()
+	ids, all, from := t.pending.take()
+	defer t.pending.settle()
 	if all {
-		if err := t.flushShards(ctx); err != nil {
-			t.pending.addAll()
+		reached, err := t.flushShards(ctx, from)
+		if err != nil {
+			t.pending.resume(reached, ids)
 			return fmt.Errorf("cache: table %s: retrying a whole-table invalidation: %w", t.spec.Name, err)
 		}
 		t.c.log.Info("cache: a whole-table invalidation owed (since an outage, or a record that went back in time) was sent", "table", t.spec.Name)
-		return nil
+		// ids are those whose writes failed while the walk was under way: it may have passed
+		// their rows before they were written again.
 	}
 	groups := t.byShard(ids)
 	for shard, strs := range groups {

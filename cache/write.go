@@ -130,19 +130,20 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 		return ErrClosed
 	}
 	var err error
+	var reached flushPos
 	if t.c.brk.allow() {
-		err = t.flushShards(ctx)
+		reached, err = t.flushShards(ctx, flushPos{})
 	} else {
 		err = t.unavailable("*")
 	}
 	t.flushL1()
 	if err != nil {
 		if errors.Is(err, ErrL2) && unreachable(err) {
-			t.pending.addAll()
+			t.pending.resume(reached, nil)
 		}
 		return fmt.Errorf("cache: table %s: InvalidateAll: %w", t.spec.Name, writeOutcome(ctx, err))
 	}
-	t.pending.take() // the whole table was invalidated: nothing owed is left
+	t.pending.drop() // the whole table was invalidated: nothing owed is left
 	return nil
 }
 
@@ -157,17 +158,25 @@ func writeOutcome(ctx context.Context, err error) error {
 	return l2outcome(ctx, ctx, 0, err)
 }
 
-// flushShards runs cache_flush over every shard of the table, one after the other: each
-// shard's rows are deleted and its epoch replaced, so every process flushes the table's L1.
-// It stops at the first shard that fails (the whole table stays owed).
-func (t *Table[K, V]) flushShards(ctx context.Context) error {
-	for _, sh := range t.decl.Shards {
-		if err := t.c.flushTable(ctx, coherenceKeys(sh)); err != nil {
-			return err
+// flushShards runs cache_flush over the table's shards, one after the other, from where
+// from says (the shard, and the SCAN cursor within it): each shard's rows are deleted and
+// its epoch replaced, so every process flushes the table's L1. It stops at the first shard
+// that fails and returns how far the walk got, for a retry to resume from there: on a large
+// database a walk may not end within one reconcile, and one that began again each time
+// would never end.
+func (t *Table[K, V]) flushShards(ctx context.Context, from flushPos) (flushPos, error) {
+	for i := from.shard; i < len(t.decl.Shards); i++ {
+		cursor := "0"
+		if i == from.shard && from.cursor != "" {
+			cursor = from.cursor
+		}
+		reached, err := t.c.flushTable(ctx, coherenceKeys(t.decl.Shards[i]), cursor)
+		if err != nil {
+			return flushPos{shard: i, cursor: reached}, err
 		}
 		t.cs.sent.Add(1)
 	}
-	return nil
+	return flushPos{}, nil
 }
 
 // byShard groups ids (in row-key form) by the shard that holds them, keeping their order:
