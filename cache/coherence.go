@@ -13,8 +13,8 @@ import (
 
 // Coherence across processes. Every write ([Table.Set], [Table.Invalidate],
 // [Table.InvalidateAll]) is one script that changes the rows, bumps the table's sequence in
-// its coherence record ecc:{<table>} (hash: epoch, seq, last: the tokens of the last 64
-// writes, newest first) and publishes "<epoch>\n<seq>\n<server µs>\n<prev token>\n<token>\n<id>..." on the
+// its coherence record ecc:{<table>} (hash: epoch, seq, last: the write's token, and a ring
+// r0..r63 of the tokens of the last 64 writes, by seq mod 64) and publishes "<epoch>\n<seq>\n<server µs>\n<prev token>\n<token>\n<id>..." on the
 // table's channel, from the table's slot, so every subscriber sees one table's sequence in
 // order. Each Cache holds one subscription (package topic) for all its tables and keeps, per
 // table, the (epoch, seq, token) it has seen:
@@ -133,7 +133,7 @@ type tableState struct {
 	recent  [recentLen]position
 	recentI int
 	// gapFrom is the position a gap left ("" token: none since the last check): a reconcile
-	// compares the record's chain with it, since new writes after a record went back in time
+	// compares the record's ring with it, since new writes after a record went back in time
 	// may show only as a gap (their messages lost too).
 	gapFrom position
 	// onRegression is called (without mu) when a message or a reconcile finds the record
@@ -258,19 +258,20 @@ type record struct {
 	epoch  string
 	seq    int64
 	last   string // the token of the write that made seq; "" from a record without one
-	chain  string // the record's last: the tokens of its last writes, newest first (16 bytes each)
+	ring   [chainLen]string // the record's ring: ring[s mod 64] made seq s, for the last 64 ("": absent)
 }
 
-// chainLen is how many tokens a record's chain keeps (FORMAT inval in lua/cache_set.lua).
+// chainLen is how many tokens a record's ring keeps (FORMAT inval in lua/cache_set.lua).
 const chainLen = 64
 
-// tokenAt is the token of the write that made seq, if r's chain still reaches back to it.
+// tokenAt is the token of the write that made seq, if r's ring still reaches back to it.
 func (r record) tokenAt(seq int64) (string, bool) {
 	i := r.seq - seq
-	if i < 0 || i >= chainLen || int(i+1)*tokenLen > len(r.chain) {
+	if i < 0 || i >= chainLen {
 		return "", false
 	}
-	return r.chain[i*tokenLen : (i+1)*tokenLen], true
+	t := r.ring[((seq%chainLen)+chainLen)%chainLen] // rounding down, as Lua's % does
+	return t, t != ""
 }
 
 // readRecords reads the records of tss in one pipeline, bounded by the longest L2Timeout of

@@ -12,12 +12,22 @@ import (
 // The coherence records' commands and the write scripts (cache_set, cache_invalidate,
 // cache_flush): the other half of the package's door to valkey-go (see l2.go).
 
-// fetchRecords reads coherence records (HMGET epoch seq last), pipelined in one round trip (valkey-go
-// splits it per slot on a cluster).
+// recordFields are the fields of a coherence record a reconcile reads: epoch, seq, last and
+// the ring r0 to r63 (FORMAT inval in lua/cache_set.lua).
+var recordFields = func() []string {
+	f := []string{"epoch", "seq", "last"}
+	for k := range chainLen {
+		f = append(f, "r"+strconv.Itoa(k))
+	}
+	return f
+}()
+
+// fetchRecords reads coherence records (HMGET of recordFields), pipelined in one round trip
+// (valkey-go splits it per slot on a cluster).
 func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record, error) {
 	cmds := make(valkey.Commands, len(recordKeys))
 	for i, k := range recordKeys {
-		cmds[i] = c.client.B().Hmget().Key(k).Field("epoch", "seq", "last").Build()
+		cmds[i] = c.client.B().Hmget().Key(k).Field(recordFields...).Build()
 	}
 	out := make([]record, len(recordKeys))
 	for i, r := range c.client.DoMulti(ctx, cmds...) {
@@ -25,8 +35,8 @@ func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record
 		if err != nil {
 			return nil, l2err("HMGET", recordKeys[i], err)
 		}
-		if len(arr) != 3 {
-			return nil, l2err("HMGET", recordKeys[i], fmt.Errorf("%d replies for 3 fields", len(arr)))
+		if len(arr) != len(recordFields) {
+			return nil, l2err("HMGET", recordKeys[i], fmt.Errorf("%d replies for %d fields", len(arr), len(recordFields)))
 		}
 		epoch, exists, err := stringReply(arr[0])
 		if err != nil {
@@ -40,7 +50,12 @@ func (c *Cache) fetchRecords(ctx context.Context, recordKeys []string) ([]record
 			out[i].seq, _ = strconv.ParseInt(s, 10, 64)
 		}
 		if s, ok, err := stringReply(arr[2]); err == nil && ok {
-			out[i].chain, out[i].last = s, s[:min(len(s), tokenLen)]
+			out[i].last = s[:min(len(s), tokenLen)]
+		}
+		for k := range chainLen {
+			if s, ok, err := stringReply(arr[3+k]); err == nil && ok {
+				out[i].ring[k] = s
+			}
 		}
 	}
 	return out, nil

@@ -20,7 +20,7 @@ import (
 // old sequence", 50 writes after the restore, whose messages the reader misses, bring the
 // sequence back to where the reader was before the write that exceeds it: only the chained
 // tokens tell; and when the reader misses the last write's message too, the reconcile tells
-// by the record's chain of recent tokens, which no longer passes through the point the reader
+// by the record's ring of recent tokens, which no longer passes through the point the reader
 // saw. A second table that lost nothing to the restore is not flushed.
 func TestSequenceRegression(t *testing.T) {
 	if testing.Short() {

@@ -13,7 +13,7 @@ import (
 // epoch is one of:
 //
 //   - a gap (seq jumps ahead): messages were lost; flush, and have the next reconcile check
-//     that the record's chain still passes through where the table was before the gap (a
+//     that the record's ring still passes through where the table was before the gap (a
 //     record that went back in time and was pushed past it by writes whose messages were
 //     lost shows only as a gap);
 //   - a duplicate: a (seq, token) pair it applied recently; only its ids are dropped again;
@@ -28,7 +28,7 @@ import (
 //
 // The reconcile compares the record with what was seen before it read it: behind that is a
 // regression, the same seq with another token too, and so is a record ahead of it whose
-// chain of recent tokens (the last 64) names another token at the seq seen; ahead of it
+// ring of recent tokens (the last 64) names another token at the seq seen; ahead of it
 // otherwise is either messages in flight (then they are applied within the grace) or lost
 // ones (flush).
 
@@ -205,7 +205,7 @@ func (ts *tableState) onMessage(m inval) {
 }
 
 // diverged reports whether r, read after b was seen, is not on the sequence the table
-// followed: behind b, at b's seq with another token, ahead of b on a chain of tokens that
+// followed: behind b, at b's seq with another token, ahead of b on a ring of tokens that
 // does not pass through b (or through where the table was before a gap b had not checked),
 // or between b and now at a position never applied. Called with mu held.
 func (ts *tableState) diverged(r record, b seen) bool {
@@ -263,7 +263,7 @@ func (ts *tableState) behind(r record, b seen) bool {
 		return true
 	}
 	if ts.gapFrom == b.gapFrom {
-		ts.gapFrom = position{} // checked against this record: on the sequence, or beyond its chain
+		ts.gapFrom = position{} // checked against this record: on the sequence, or beyond its ring
 	}
 	return false
 }

@@ -32,7 +32,7 @@ func TestDivergedBusyTable(t *testing.T) {
 }
 
 // TestDivergedChain: a record ahead of the point a reader saw, whose messages were all lost,
-// is judged by its chain of recent tokens: on the sequence when the token at the seen seq is
+// is judged by its ring of recent tokens: on the sequence when the token at the seen seq is
 // the one the reader applied, a regression when it is another (the record went back and new
 // writes brought it past), and undecided (a gap, not a regression) beyond the chain's reach.
 func TestDivergedChain(t *testing.T) {
@@ -47,8 +47,13 @@ func TestDivergedChain(t *testing.T) {
 	ts := &tableState{}
 	ts.adopt("e", 51, tok("a", 51))
 	b := seen{epoch: "e", seq: 51, last: tok("a", 51)}
-	rec := func(seq int64, c string) record {
-		return record{exists: true, epoch: "e", seq: seq, last: c[:tokenLen], chain: c}
+	rec := func(seq int64, c string) record { // c: the tokens of seq and down, newest first, into the ring
+		r := record{exists: true, epoch: "e", seq: seq, last: c[:tokenLen]}
+		for i := 0; i < chainLen && (i+1)*tokenLen <= len(c); i++ {
+			s := seq - int64(i)
+			r.ring[((s%chainLen)+chainLen)%chainLen] = c[i*tokenLen : (i+1)*tokenLen]
+		}
+		return r
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()

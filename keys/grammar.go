@@ -14,7 +14,7 @@ const (
 // grammar is indexed by Type: form, value type, what it is.
 var grammar = [...]struct{ form, value, doc string }{
 	Row:      {"ecc:{<table>}:<id>", "string", "the L2 row of a cache table: a row header and a payload (SET ... PX)"},
-	Record:   {"ecc:{<table>}", "hash", "the table's coherence record: fields epoch, seq and last (the tokens of its last 64 writes, newest first)"},
+	Record:   {"ecc:{<table>}", "hash", "the table's coherence record: fields epoch, seq, last (the token of the write that made seq) and r0 to r63 (a ring of the last 64 writes' tokens, by seq mod 64)"},
 	Inval:    {"emq:{<table>}:inval", "channel", "the table's invalidation channel, a shard channel (SPUBLISH, SSUBSCRIBE)"},
 	Pending:  {"emq:{<q>}:pending", "zset", "jobs ready to claim, every score 0: lex order is mint order"},
 	Active:   {"emq:{<q>}:active", "zset", "claimed jobs, scored by lease deadline (ms, server clock)"},
@@ -49,7 +49,7 @@ var grammar = [...]struct{ form, value, doc string }{
 	TableStats: {"ecc:{<table>}#stats", "hash", "the table's caches' published stats: field the cache's id, value its snapshot (FORMAT report, FORMAT tablestats); stale fields pruned by cache_stats_report, the key expires when no cache reports"},
 
 	ShardRow:    {"ecc:{<table>#<shard>}:<id>", "string", "the L2 row of a table spread over N shards, in the shard of its id: <shard> is CRC16-XMODEM of <id> mod N (" + ShardRule + "); the row format is a row's"},
-	ShardRecord: {"ecc:{<table>#<shard>}", "hash", "a shard's coherence record, as a table's: fields epoch, seq and last; each shard keeps its own sequence"},
+	ShardRecord: {"ecc:{<table>#<shard>}", "hash", "a shard's coherence record, as a table's: fields epoch, seq, last and the ring r0 to r63; each shard keeps its own sequence"},
 	ShardInval:  {"emq:{<table>#<shard>}:inval", "channel", "a shard's invalidation channel, a shard channel (SPUBLISH, SSUBSCRIBE), carrying the invalidations of the shard's rows"},
 }
 

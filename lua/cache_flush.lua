@@ -14,7 +14,7 @@
 -- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
 --          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token   token             unique per call: names the new epoch, and becomes the
---          record's last, alone (FORMAT inval)
+--          record's last and its ring entry (FORMAT inval)
 -- ARGV[2]  cursor  cursor            "0" to start, then what the last call returned
 -- ARGV[3]  limit   uint[1,10000]     SCAN's COUNT per call. The Go cache passes 1000
 -- DERIVES  ecc:{<table>}:<id>      each row found: KEYS[1] .. the rest of its key
@@ -63,7 +63,7 @@ local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
 local epoch = us .. '.' .. token
 local prev = string.sub(redis.call('HGET', KEYS[1], 'last') or '', 1, 16)
-redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token)
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token, 'r' .. (seq % 64), token)
 redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. token)
 return {'0', deleted, epoch, seq}

@@ -9,7 +9,7 @@
 -- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
 --          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token  token  unique per call: names a new epoch if the record is missing, and
---          goes in front of the record's last (FORMAT inval)
+--          becomes the record's last and its ring entry (FORMAT inval)
 -- ARGV[2]  id*    id     a starred ARGV repeats: one row id per row, one at least and 1000 at
 --          most (an id may repeat). The Go cache sends at most 256 per call
 -- DERIVES  ecc:{<table>}:<id>      each row: KEYS[1] .. ":" .. id
@@ -47,8 +47,8 @@ if rec[3] and not (rec[3] == '0' or #rec[3] <= 18 and string.match(rec[3], '^%-?
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
-local epoch, chain = rec[1], rec[2] or ''
-local prev = string.sub(chain, 1, 16)
+local epoch = rec[1]
+local prev = string.sub(rec[2] or '', 1, 16)
 local made = not epoch
 if made then epoch = us .. '.' .. token end
 local msg = {epoch, '', us, prev, token}
@@ -57,11 +57,11 @@ for i = 2, #ARGV do
   msg[i + 4] = ARGV[i]
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
--- last keeps the tokens of the record's last 64 calls, newest first (FORMAT inval)
+-- last is this call's token, and so is ring field r<seq mod 64> (FORMAT inval)
 if made then
-  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token)
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token, 'r' .. (seq % 64), token)
 else
-  redis.call('HSET', KEYS[1], 'last', token .. string.sub(chain, 1, 1008))
+  redis.call('HSET', KEYS[1], 'last', token, 'r' .. (seq % 64), token)
 end
 msg[2] = tostring(seq)
 redis.call('SPUBLISH', KEYS[2], table.concat(msg, '\n'))

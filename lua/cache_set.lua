@@ -22,25 +22,27 @@
 -- KEYS[2]  emq:{<table>}:inval     the table's invalidation channel (FORMAT inval), or the
 --          shard's emq:{<table>#<shard>}:inval, of the same tag as KEYS[1]
 -- ARGV[1]  token  token     unique per call: names a new epoch if the record is missing, and
---          goes in front of the record's last (FORMAT inval)
+--          becomes the record's last and its ring entry (FORMAT inval)
 -- ARGV[2]  px     uint[1,999999999999999]  the row's TTL in ms. The Go cache passes the
 --          table's TTL minus its jitter
 -- ARGV[3]  id     id        the row id
 -- ARGV[4]  row    valuerow  the new row: a value row, versioned (W) or not (V) (FORMAT row)
 -- DERIVES  ecc:{<table>}:<id>      the row: KEYS[1] .. ":" .. id
 -- FORMAT   row      see cache_fill.lua
--- FORMAT   inval    a table's coherence record ecc:{<table>} is a hash of epoch, seq and last.
---          epoch is "<server TIME in microseconds>.<token>" (16 digits, ".", the 16 bytes of
---          the token of the call that made it), made when the record is missing, so a record
---          lost to FLUSHALL or to a restart without persistence comes back as a new epoch;
---          cache_flush replaces it. seq grows by one per invalidation (HINCRBY). last holds the
---          tokens of the last calls that wrote the record (each call passes a token of its
---          own), newest first, concatenated (16 bytes each, no separator), at most 64 of them:
---          cache_set and cache_invalidate put their token in front and keep the 63 before it
---          (a record's first call, and cache_flush, leave its token alone). Its first 16 bytes
---          are the token of the call that made seq; the one at byte 16*i + 1 made seq - i, so a
---          reader that saw (s, t) and reads the record at seq r, r - s < 64, tells whether the
---          record's history still passes through its point.
+-- FORMAT   inval    a table's coherence record ecc:{<table>} is a hash of epoch, seq, last
+--          and a ring of 64 fields r0 to r63. epoch is "<server TIME in microseconds>.<token>"
+--          (16 digits, ".", the 16 bytes of the token of the call that made it), made when the
+--          record is missing, so a record lost to FLUSHALL or to a restart without persistence
+--          comes back as a new epoch; cache_flush replaces it. seq grows by one per
+--          invalidation (HINCRBY). Each call passes a token of its own (16 bytes); the call
+--          that makes seq s writes its token to last and to the ring field "r" .. (s mod 64)
+--          (a decimal without leading zeros): last is the token of the call that made seq, and
+--          r<k> the token of the latest call whose seq is k mod 64, so a reader that saw (s, t)
+--          and reads the record at seq r, r - s < 64, finds at r<s mod 64> whether the
+--          record's history still passes through its point. A reader takes only last's first
+--          16 bytes (a record written before the ring held the older tokens after them).
+--          The ring's field of a seq s is r<s mod 64> with mod rounding down (Lua's %: -1 mod
+--          64 is 63), exact for seqs within 2^53 of 0.
 --          Each call of cache_set, cache_invalidate and cache_flush publishes one message with
 --          SPUBLISH on the table's shard channel emq:{<table>}:inval (subscribe with
 --          SSUBSCRIBE): fields joined by "\n": the epoch, seq (decimal), the server TIME in
@@ -118,17 +120,17 @@ if head == '\236\1W' and redis.call('TYPE', KEYS[1] .. ':' .. id)['ok'] == 'stri
 end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
-local epoch, chain = rec[1], rec[2] or ''
-local prev = string.sub(chain, 1, 16)
+local epoch = rec[1]
+local prev = string.sub(rec[2] or '', 1, 16)
 local made = not epoch
 if made then epoch = us .. '.' .. token end
 redis.call('SET', KEYS[1] .. ':' .. id, new, 'PX', tonumber(px))
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
--- last keeps the tokens of the record's last 64 calls, newest first (FORMAT inval)
+-- last is this call's token, and so is ring field r<seq mod 64> (FORMAT inval)
 if made then
-  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token)
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token, 'r' .. (seq % 64), token)
 else
-  redis.call('HSET', KEYS[1], 'last', token .. string.sub(chain, 1, 1008))
+  redis.call('HSET', KEYS[1], 'last', token, 'r' .. (seq % 64), token)
 end
 redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. token .. '\n' .. id)
 return {epoch, seq}
