@@ -257,7 +257,7 @@ type record struct {
 	exists bool
 	epoch  string
 	seq    int64
-	last   string // the token of the write that made seq; "" from a record without one
+	last   string           // the token of the write that made seq; "" from a record without one
 	ring   [chainLen]string // the record's ring: ring[s mod 64] made seq s, for the last 64 ("": absent)
 }
 
