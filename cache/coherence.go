@@ -252,28 +252,6 @@ func (co *coherence) syncTables(ctx context.Context) {
 	}
 }
 
-// record is a coherence record as read.
-type record struct {
-	exists bool
-	epoch  string
-	seq    int64
-	last   string           // the token of the write that made seq; "" from a record without one
-	ring   [chainLen]string // the record's ring: ring[s mod 64] made seq s, for the last 64 ("": absent)
-}
-
-// chainLen is how many tokens a record's ring keeps (FORMAT inval in lua/cache_set.lua).
-const chainLen = 64
-
-// tokenAt is the token of the write that made seq, if r's ring still reaches back to it.
-func (r record) tokenAt(seq int64) (string, bool) {
-	i := r.seq - seq
-	if i < 0 || i >= chainLen {
-		return "", false
-	}
-	t := r.ring[((seq%chainLen)+chainLen)%chainLen] // rounding down, as Lua's % does
-	return t, t != ""
-}
-
 // readRecords reads the records of tss in one pipeline, bounded by the longest L2Timeout of
 // their tables (it is one round trip for all of them).
 func (co *coherence) readRecords(ctx context.Context, tss []*tableState) ([]record, error) {

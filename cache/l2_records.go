@@ -12,6 +12,28 @@ import (
 // The coherence records' commands and the write scripts (cache_set, cache_invalidate,
 // cache_flush): the other half of the package's door to valkey-go (see l2.go).
 
+// record is a coherence record as read.
+type record struct {
+	exists bool
+	epoch  string
+	seq    int64
+	last   string           // the token of the write that made seq; "" from a record without one
+	ring   [chainLen]string // the record's ring: ring[s mod 64] made seq s, for the last 64 ("": absent)
+}
+
+// chainLen is how many tokens a record's ring keeps (FORMAT inval in lua/cache_set.lua).
+const chainLen = 64
+
+// tokenAt is the token of the write that made seq, if r's ring still reaches back to it.
+func (r record) tokenAt(seq int64) (string, bool) {
+	i := r.seq - seq
+	if i < 0 || i >= chainLen {
+		return "", false
+	}
+	t := r.ring[((seq%chainLen)+chainLen)%chainLen] // rounding down, as Lua's % does
+	return t, t != ""
+}
+
 // recordFields are the fields of a coherence record a reconcile reads: epoch, seq, last and
 // the ring r0 to r63 (FORMAT inval in lua/cache_set.lua).
 var recordFields = func() []string {
