@@ -269,11 +269,14 @@ func (co *coherence) readRecords(ctx context.Context, tss []*tableState) ([]reco
 	return recs, err
 }
 
-// breakerOpened marks every table degraded, read or not (reads skip L2 from now on, and
-// Stats.Degraded says so), and wakes the background loop, which probes.
+// breakerOpened marks every table with degraded mode degraded, read or not (reads skip L2
+// from now on, and Stats.Degraded says so; a table without it fails those reads), and wakes
+// the background loop, which probes.
 func (co *coherence) breakerOpened(cause error) {
 	for _, g := range groupsOf(co.tracked()) {
-		g.enterDegraded(co.c.log, cause)
+		if g.shards[0].core.declared().Spec.DegradedEnabled() {
+			g.enterDegraded(co.c.log, cause)
+		}
 	}
 	co.wake()
 }

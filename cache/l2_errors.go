@@ -68,29 +68,37 @@ func l2outcome(caller, op context.Context, d time.Duration, err error) error {
 	return fmt.Errorf("%w: %s %s: %w after %v", ErrL2, le.op, le.key, ErrL2Timeout, d)
 }
 
-// outerKey holds, in a context made by withTableDeadline, the caller's own context.
-type outerKey struct{}
+// tableDeadlineKey holds, in a context made by withTableDeadline, the caller's own context
+// and the deadline the table set.
+type tableDeadlineKey struct{}
+
+type tableDeadlineVal struct {
+	outer    context.Context
+	deadline time.Time
+}
 
 // withTableDeadline is ctx with a deadline d from now that the table sets for itself, not the
 // caller: l2outcome counts an L2 operation it cut short as an L2 timeout while ctx lives.
 func withTableDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithValue(ctx, outerKey{}, ctx), d)
+	deadline := time.Now().Add(d)
+	return context.WithDeadline(context.WithValue(ctx, tableDeadlineKey{}, tableDeadlineVal{ctx, deadline}), deadline)
 }
 
-// tableDeadline reports whether cerr, ctx's error, is a deadline the table set
-// (withTableDeadline) while the caller's own context is still live.
+// tableDeadline reports whether cerr, ctx's error, is the deadline a table set
+// (withTableDeadline) while the caller's own context is still live. A context derived with a
+// deadline of its own (a fill's, detached from the read that started it) carries the value
+// too, but not that deadline: its own is not the table's.
 func tableDeadline(ctx context.Context, cerr error) bool {
 	if !errors.Is(cerr, context.DeadlineExceeded) {
 		return false
 	}
-	outer, ok := ctx.Value(outerKey{}).(context.Context)
-	if !ok || outer.Err() != nil {
+	v, ok := ctx.Value(tableDeadlineKey{}).(tableDeadlineVal)
+	if !ok || v.outer.Err() != nil {
 		return false
 	}
-	if odl, has := outer.Deadline(); has {
-		if dl, _ := ctx.Deadline(); !odl.After(dl) {
-			return false // the caller's deadline is the one that ran out (it ends this moment)
-		}
+	dl, _ := ctx.Deadline()
+	if !dl.Equal(v.deadline) {
+		return false // not the table's deadline that ran out: the caller's, or a detached fill's own
 	}
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -18,7 +19,7 @@ type record struct {
 	epoch  string
 	seq    int64
 	last   string           // the token of the write that made seq; "" from a record without one
-	ring   [chainLen]string // the record's ring: ring[s mod 64] made seq s, for the last 64 ("": absent)
+	ring   [chainLen]string // the record's ring: ring[s mod 64] is "<s>:<token>" of the write that made s ("": absent)
 }
 
 // chainLen is how many tokens a record's ring keeps (FORMAT inval in lua/cache_set.lua).
@@ -30,8 +31,12 @@ func (r record) tokenAt(seq int64) (string, bool) {
 	if i < 0 || i >= chainLen {
 		return "", false
 	}
-	t := r.ring[((seq%chainLen)+chainLen)%chainLen] // rounding down, as Lua's % does
-	return t, t != ""
+	f := r.ring[((seq%chainLen)+chainLen)%chainLen] // rounding down, as Lua's % does
+	at, token, ok := strings.Cut(f, ":")
+	if !ok || at != strconv.FormatInt(seq, 10) {
+		return "", false // absent, or a later seq's (a write that did not write the ring)
+	}
+	return token, true
 }
 
 // recordFields are the fields of a coherence record a reconcile reads: epoch, seq, last and
@@ -114,33 +119,47 @@ func (c *Cache) invalidateRows(ctx context.Context, tk tableKeys, ids []string) 
 	return writeReply("cache_invalidate", tk.recordKey, scriptInval.Exec(ctx, c.client, []string{tk.recordKey, tk.channel}, args))
 }
 
-// flushTable runs cache_flush from cursor ("0": the start) until its walk ends: every row
-// deleted, then a new epoch. On an error it returns the cursor the walk had reached, where
-// another call may resume it (SCAN's cursor is the whole of its state).
-func (c *Cache) flushTable(ctx context.Context, tk tableKeys, cursor string) (string, error) {
+// walkPos is where a cache_flush walk stands: the SCAN cursor, and the run_id of the server
+// process it is a place in (a cursor means nothing to another process: cache_flush starts
+// the walk again there). The zero walkPos is the start.
+type walkPos struct{ cursor, server string }
+
+// flushTable runs cache_flush from at until its walk ends: every row deleted, then a new
+// epoch. On an error it returns where the walk had got, for another call to resume it.
+func (c *Cache) flushTable(ctx context.Context, tk tableKeys, at walkPos) (walkPos, error) {
 	token := c.writeToken()
+	if at.cursor == "" {
+		at.cursor = "0"
+	}
 	for {
 		if c.hookFlushStep != nil {
 			if err := c.hookFlushStep(); err != nil {
-				return cursor, l2err("cache_flush", tk.recordKey, err)
+				return at, l2err("cache_flush", tk.recordKey, err)
 			}
 		}
-		arr, err := scriptFlush.Exec(ctx, c.client, []string{tk.recordKey, tk.channel},
-			[]string{token, cursor, strconv.Itoa(c.flushCount)}).ToArray()
-		if err != nil {
-			return cursor, l2err("cache_flush", tk.recordKey, err)
+		args := []string{token, at.cursor, strconv.Itoa(c.flushCount)}
+		if at.server != "" {
+			args = append(args, at.server)
 		}
-		if len(arr) != 4 {
-			return cursor, l2err("cache_flush", tk.recordKey, fmt.Errorf("%d replies, want 4", len(arr)))
+		arr, err := scriptFlush.Exec(ctx, c.client, []string{tk.recordKey, tk.channel}, args).ToArray()
+		if err != nil {
+			return at, l2err("cache_flush", tk.recordKey, err)
+		}
+		if len(arr) != 5 {
+			return at, l2err("cache_flush", tk.recordKey, fmt.Errorf("%d replies, want 5", len(arr)))
 		}
 		next, err := arr[0].ToString()
 		if err != nil {
-			return cursor, l2err("cache_flush", tk.recordKey, err)
+			return at, l2err("cache_flush", tk.recordKey, err)
+		}
+		server, err := arr[4].ToString()
+		if err != nil {
+			return at, l2err("cache_flush", tk.recordKey, err)
 		}
 		if next == "0" {
-			return "0", nil
+			return walkPos{}, nil
 		}
-		cursor = next
+		at = walkPos{cursor: next, server: server}
 	}
 }
 

@@ -29,16 +29,21 @@ type pendingInvals struct {
 	// inflight is what a retry took and has not settled (-1: a whole-table invalidation), so
 	// that count still reports it while it is being sent.
 	inflight int
+	// gen grows whenever something comes to be owed, so that an InvalidateAll drops only
+	// what was owed before its walk began (dropAt).
+	gen uint64
 }
 
-// flushPos is how far a whole-table invalidation got: the shard it was walking and that
-// shard's SCAN cursor ("" or "0": its start). The zero flushPos is the table's start.
+// flushPos is how far a whole-table invalidation got: the shard it was walking and where its
+// walk stands. The zero flushPos is the table's start.
 type flushPos struct {
-	shard  int
-	cursor string
+	shard int
+	walk  walkPos
 }
 
-func (f flushPos) start() bool { return f.shard == 0 && (f.cursor == "" || f.cursor == "0") }
+func (f flushPos) start() bool {
+	return f.shard == 0 && (f.walk.cursor == "" || f.walk.cursor == "0")
+}
 
 // add remembers ids; past max it owes a whole-table invalidation from the start instead.
 // While a whole-table invalidation is owed from its start, it covers them.
@@ -49,9 +54,10 @@ func (p *pendingInvals) add(ids ...string) {
 }
 
 func (p *pendingInvals) addLocked(ids []string) {
-	if p.all && p.from.start() {
+	if len(ids) == 0 || p.all && p.from.start() {
 		return
 	}
+	p.gen++
 	if p.ids == nil {
 		p.ids = make(map[string]struct{})
 	}
@@ -78,17 +84,20 @@ func (p *pendingInvals) done(ids ...string) {
 func (p *pendingInvals) addAll() {
 	p.mu.Lock()
 	p.all, p.ids, p.from = true, nil, flushPos{}
+	p.gen++
 	p.mu.Unlock()
 }
 
 // resume owes a whole-table invalidation whose walk reached from (one owed from the start
-// meanwhile stays so), and remembers ids beside it.
+// meanwhile stays so), and remembers ids beside it; it settles the retry that took them.
 func (p *pendingInvals) resume(from flushPos, ids []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.all || !p.from.start() {
 		p.all, p.from = true, from
 	}
+	p.gen++
+	p.inflight = 0
 	p.addLocked(ids)
 }
 
@@ -108,17 +117,30 @@ func (p *pendingInvals) take() (ids []string, all bool, from flushPos) {
 	return ids, all, from
 }
 
-// settle ends the retry that took the pending work: what it could not send was given back.
-func (p *pendingInvals) settle() {
+// settle ends the retry that took the pending work, giving back the ids it could not send.
+func (p *pendingInvals) settle(back ...string) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.inflight = 0
-	p.mu.Unlock()
+	p.addLocked(back)
 }
 
-// drop forgets everything pending: a whole-table invalidation reached Valkey.
-func (p *pendingInvals) drop() {
-	p.take()
-	p.settle()
+// generation is where the pending work stands, for dropAt.
+func (p *pendingInvals) generation() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen
+}
+
+// dropAt forgets everything pending, unless something came to be owed since generation g:
+// a whole-table invalidation that began at g reached Valkey, and it covers only what was
+// owed before it began (a write that failed while its walk ran may have been passed by it).
+func (p *pendingInvals) dropAt(g uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen == g {
+		p.ids, p.all, p.from = nil, false, flushPos{}
+	}
 }
 
 // count is how many ids are pending, those a retry is sending included (-1: a whole-table invalidation is owed).
@@ -147,7 +169,6 @@ func (t *Table[K, V]) retryPending(ctx context.Context) error {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
 	ids, all, from := t.pending.take()
-	defer t.pending.settle()
 	if all {
 		reached, err := t.flushShards(ctx, from)
 		if err != nil {
@@ -168,12 +189,13 @@ func (t *Table[K, V]) retryPending(ctx context.Context) error {
 				for _, rest := range groups[shard+1:] {
 					left = append(left, rest...)
 				}
-				t.pending.add(left...)
+				t.pending.settle(left...)
 				return fmt.Errorf("cache: table %s: retrying %d invalidations: %w", t.spec.Name, len(left), err)
 			}
 			t.cs.sent.Add(1)
 		}
 	}
+	t.pending.settle()
 	if len(ids) > 0 {
 		t.c.log.Info("cache: invalidations refused during an outage were sent", "table", t.spec.Name, "ids", len(ids))
 	}

@@ -24,7 +24,7 @@ func TestPendingInvalsResume(t *testing.T) {
 	require.True(t, from.start())
 	require.Equal(t, -1, p.count(), "taken, not settled: still owed")
 
-	mid := flushPos{shard: 1, cursor: "96"}
+	mid := flushPos{shard: 1, walk: walkPos{cursor: "96", server: "a"}}
 	p.resume(mid, nil)
 	p.settle()
 	p.add("b", "c")
@@ -35,7 +35,7 @@ func TestPendingInvalsResume(t *testing.T) {
 	require.Equal(t, mid, from)
 
 	p.addAll() // a record gone back in time, while the retry is under way
-	p.resume(flushPos{shard: 1, cursor: "200"}, ids)
+	p.resume(flushPos{shard: 1, walk: walkPos{cursor: "200", server: "a"}}, ids)
 	p.settle()
 	ids, all, from = p.take()
 	require.True(t, all)
@@ -50,7 +50,11 @@ func TestPendingInvalsResume(t *testing.T) {
 	require.True(t, from.start(), "past max ids: owed from the start again")
 	p.settle()
 
-	p.add("q")
-	p.drop()
+	g := p.generation() // an InvalidateAll begins
+	p.add("q")          // a write fails while it runs
+	p.dropAt(g)
+	require.Equal(t, 1, p.count(), "owed while the InvalidateAll ran: kept")
+	g = p.generation()
+	p.dropAt(g)
 	require.Zero(t, p.count())
 }

@@ -60,7 +60,8 @@ func (co *coherence) all() []*tableState {
 // flushes the tables whose record moved past what they saw, after a grace for messages in
 // flight.
 func (co *coherence) reconcile(tss []*tableState) {
-	if !co.c.brk.allow() {
+	everyTable := !co.c.brk.allow()
+	if everyTable {
 		// The reconcile that reads the records closes the breaker for every table, so it
 		// settles every table, not only those a kick named: a table must not trust its L1
 		// again, nor read L2 past its owed invalidations, before its record was read.
@@ -96,6 +97,12 @@ func (co *coherence) reconcile(tss []*tableState) {
 	// record is settled below (flushed if it moved while nothing could be confirmed).
 	// Invalidations refused during an outage go first, before reads return to L2: their
 	// rows may hold values the database no longer has.
+	if !everyTable && !co.c.brk.allow() {
+		// The breaker opened while this reconcile of a few tables ran: closing it is for the
+		// probe that follows, which settles every table.
+		co.wake()
+		return
+	}
 	groups := groupsOf(synced)
 	for _, g := range groupsOf(tss) { // those whose subscription is not synced yet too
 		if core := g.shards[0].core; core.pendingCount() != 0 {

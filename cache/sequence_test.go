@@ -51,7 +51,7 @@ func TestDivergedChain(t *testing.T) {
 		r := record{exists: true, epoch: "e", seq: seq, last: c[:tokenLen]}
 		for i := 0; i < chainLen && (i+1)*tokenLen <= len(c); i++ {
 			s := seq - int64(i)
-			r.ring[((s%chainLen)+chainLen)%chainLen] = c[i*tokenLen : (i+1)*tokenLen]
+			r.ring[((s%chainLen)+chainLen)%chainLen] = fmt.Sprintf("%d:%s", s, c[i*tokenLen:(i+1)*tokenLen])
 		}
 		return r
 	}
@@ -62,4 +62,7 @@ func TestDivergedChain(t *testing.T) {
 	require.False(t, ts.diverged(rec(51+chainLen, chain("b", 52, 51+chainLen)), b), "the seen seq is past the chain's reach")
 	require.True(t, ts.diverged(rec(51+chainLen-1, chain("b", 51, 51+chainLen-1)), b), "the chain's oldest token")
 	require.False(t, ts.diverged(rec(60, tok("a", 60)), b), "a record whose chain holds one token")
+	stale := rec(60, tok("a", 60))
+	stale.ring[51] = "-13:" + tok("z", 13) // seq 51 was written by a writer that left the ring alone
+	require.False(t, ts.diverged(stale, b), "a ring field that names another seq tells nothing")
 }

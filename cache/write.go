@@ -131,6 +131,7 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 	}
 	var err error
 	var reached flushPos
+	owed := t.pending.generation()
 	if t.c.brk.allow() {
 		reached, err = t.flushShards(ctx, flushPos{})
 	} else {
@@ -143,7 +144,7 @@ func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 		}
 		return fmt.Errorf("cache: table %s: InvalidateAll: %w", t.spec.Name, writeOutcome(ctx, err))
 	}
-	t.pending.drop() // the whole table was invalidated: nothing owed is left
+	t.pending.dropAt(owed) // the whole table was invalidated: nothing owed before it is left
 	return nil
 }
 
@@ -159,20 +160,20 @@ func writeOutcome(ctx context.Context, err error) error {
 }
 
 // flushShards runs cache_flush over the table's shards, one after the other, from where
-// from says (the shard, and the SCAN cursor within it): each shard's rows are deleted and
-// its epoch replaced, so every process flushes the table's L1. It stops at the first shard
-// that fails and returns how far the walk got, for a retry to resume from there: on a large
+// from says (the shard, and where its walk stands): each shard's rows are deleted and its
+// epoch replaced, so every process flushes the table's L1. It stops at the first shard that
+// fails and returns how far the walk got, for a retry to resume from there: on a large
 // database a walk may not end within one reconcile, and one that began again each time
-// would never end.
+// would never end. (A walk resumed on another server process starts that shard again.)
 func (t *Table[K, V]) flushShards(ctx context.Context, from flushPos) (flushPos, error) {
 	for i := from.shard; i < len(t.decl.Shards); i++ {
-		cursor := "0"
-		if i == from.shard && from.cursor != "" {
-			cursor = from.cursor
+		var at walkPos
+		if i == from.shard {
+			at = from.walk
 		}
-		reached, err := t.c.flushTable(ctx, coherenceKeys(t.decl.Shards[i]), cursor)
+		reached, err := t.c.flushTable(ctx, coherenceKeys(t.decl.Shards[i]), at)
 		if err != nil {
-			return flushPos{shard: i, cursor: reached}, err
+			return flushPos{shard: i, walk: reached}, err
 		}
 		t.cs.sent.Add(1)
 	}
@@ -214,7 +215,14 @@ func (t *Table[K, V]) miss(ctx context.Context, id K) (V, Tier, error) {
 	if !ok || e.notFound || t.clk.precise()-e.fetched > int64(t.spec.StaleOnError) {
 		return t.get(ctx, id)
 	}
-	sctx, cancel := withTableDeadline(ctx, t.spec.StaleTimeout)
+	// A StaleTimeout at least as long as L2Timeout gave L2 its full time: running out of it is
+	// an L2 timeout, which the breaker counts. A shorter one is the table's wish for a quick
+	// answer, not a sign that Valkey failed.
+	newCtx := context.WithTimeout
+	if t.spec.StaleTimeout >= t.spec.L2Timeout {
+		newCtx = withTableDeadline
+	}
+	sctx, cancel := newCtx(ctx, t.spec.StaleTimeout)
 	defer cancel()
 	v, tier, err := t.get(sctx, id)
 	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed) || ctx.Err() != nil {

@@ -17,21 +17,28 @@
 --          record's last and its ring entry (FORMAT inval)
 -- ARGV[2]  cursor  cursor            "0" to start, then what the last call returned
 -- ARGV[3]  limit   uint[1,10000]     SCAN's COUNT per call. The Go cache passes 1000
+-- ARGV[4]  server  bytes[40,40]      optional: the server of the cursor, as the call that
+--          returned it replied (40 bytes of [0-9a-f]). A cursor is a place in one server
+--          process's table: when server is not this server's run_id (a restart, a failover, a
+--          slot moved), the walk starts again from "0". The Go cache passes it when it resumes
+--          a walk that an earlier reconcile could not finish
 -- DERIVES  ecc:{<table>}:<id>      each row found: KEYS[1] .. the rest of its key
 -- FORMAT   inval    see cache_set.lua
 -- FORMAT   shards   see cache_set.lua
--- REPLY    {cursor, deleted, epoch, seq}: cursor "0" when the walk ended (then epoch and seq
---          are the new record; otherwise they are "" and 0); deleted counts this call's rows
+-- REPLY    {cursor, deleted, epoch, seq, server}: cursor "0" when the walk ended (then epoch
+--          and seq are the new record; otherwise they are "" and 0); deleted counts this call's
+--          rows; server is this server's run_id (INFO server), which a later call that resumes
+--          the walk passes back as ARGV[4]
 -- ERROR    ECCKEYS    the KEYS are not one table's (or one shard's) record and channel
--- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 3
+-- ERROR    ECCARG     an ARGV does not meet its rule, or the count of ARGV is not 3 or 4
 -- ERROR    ECCTYPE    the record holds another type than hash, or a seq that is not an integer
 local tag = string.match(KEYS[1] or '', '^ecc:{([0-9A-Za-z_.%-]+#?%d*)}$')
 local name, shard = string.match(tag or '', '^([^#]*)(.*)$')
 if #KEYS ~= 2 or not tag or #name > 64 or shard ~= '' and not (shard == '#0' or string.match(shard, '^#[1-9]%d?%d?$') and tonumber(string.sub(shard, 2)) < 256) or KEYS[2] ~= 'emq:{' .. tag .. '}:inval' then
   return redis.error_reply('ECCKEYS expected ecc:{<table>} and emq:{<table>}:inval of one table, or ecc:{<table>#<shard>} and emq:{<table>#<shard>}:inval of one shard')
 end
-if #ARGV ~= 3 then return redis.error_reply('ECCARG expected 3 ARGV: token, cursor, limit') end
-local token, cursor, limit = ARGV[1], ARGV[2], ARGV[3]
+if #ARGV ~= 3 and #ARGV ~= 4 then return redis.error_reply('ECCARG expected 3 or 4 ARGV: token, cursor, limit, server') end
+local token, cursor, limit, from = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 if #token ~= 16 or string.find(token, '[^0-9A-Za-z]') then
   return redis.error_reply('ECCARG token must be 16 bytes of [0-9A-Za-z]')
 end
@@ -41,6 +48,13 @@ end
 if #limit > 5 or not string.match(limit, '^[0-9]+$') or tonumber(limit) < 1 or tonumber(limit) > 10000 then
   return redis.error_reply('ECCARG limit must be an integer in [1, 10000]')
 end
+if from and not (#from == 40 and string.match(from, '^[0-9a-f]+$')) then
+  return redis.error_reply('ECCARG server must be 40 bytes of [0-9a-f]')
+end
+-- A SCAN cursor is a place in one server process's table: from another process (a restart, a
+-- failover, a slot moved) it would skip keys, so the walk starts again.
+local server = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+if from and from ~= server then cursor = '0' end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('ECCTYPE ' .. KEYS[1] .. ' holds a ' .. kind .. ', not a hash')
@@ -58,12 +72,13 @@ for _, k in ipairs(res[2]) do
     deleted = deleted + redis.call('DEL', KEYS[1] .. string.sub(k, #KEYS[1] + 1))
   end
 end
-if res[1] ~= '0' then return {res[1], deleted, '', 0} end
+if res[1] ~= '0' then return {res[1], deleted, '', 0, server} end
 local now = redis.call('TIME')
 local us = now[1] .. string.format('%06d', tonumber(now[2]))
 local epoch = us .. '.' .. token
 local prev = string.sub(redis.call('HGET', KEYS[1], 'last') or '', 1, 16)
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token, 'r' .. (seq % 64), token)
-redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. token)
-return {'0', deleted, epoch, seq}
+local sseq = string.format('%d', seq)
+redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token, 'r' .. (seq % 64), sseq .. ':' .. token)
+redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. sseq .. '\n' .. us .. '\n' .. prev .. '\n' .. token)
+return {'0', deleted, epoch, seq, server}

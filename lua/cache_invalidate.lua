@@ -57,12 +57,13 @@ for i = 2, #ARGV do
   msg[i + 4] = ARGV[i]
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
--- last is this call's token, and so is ring field r<seq mod 64> (FORMAT inval)
+-- last is this call's token; ring field r<seq mod 64> is "<seq>:<token>" (FORMAT inval)
+local sseq = string.format('%d', seq)
 if made then
-  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token, 'r' .. (seq % 64), token)
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token, 'r' .. (seq % 64), sseq .. ':' .. token)
 else
-  redis.call('HSET', KEYS[1], 'last', token, 'r' .. (seq % 64), token)
+  redis.call('HSET', KEYS[1], 'last', token, 'r' .. (seq % 64), sseq .. ':' .. token)
 end
-msg[2] = tostring(seq)
+msg[2] = sseq
 redis.call('SPUBLISH', KEYS[2], table.concat(msg, '\n'))
 return {epoch, seq}

@@ -35,14 +35,15 @@
 --          record is missing, so a record lost to FLUSHALL or to a restart without persistence
 --          comes back as a new epoch; cache_flush replaces it. seq grows by one per
 --          invalidation (HINCRBY). Each call passes a token of its own (16 bytes); the call
---          that makes seq s writes its token to last and to the ring field "r" .. (s mod 64)
---          (a decimal without leading zeros): last is the token of the call that made seq, and
---          r<k> the token of the latest call whose seq is k mod 64, so a reader that saw (s, t)
---          and reads the record at seq r, r - s < 64, finds at r<s mod 64> whether the
---          record's history still passes through its point. A reader takes only last's first
---          16 bytes (a record written before the ring held the older tokens after them).
---          The ring's field of a seq s is r<s mod 64> with mod rounding down (Lua's %: -1 mod
---          64 is 63), exact for seqs within 2^53 of 0.
+--          that makes seq s writes its token to last, and "<s>:<token>" (s in decimal) to the
+--          ring field "r" .. (s mod 64) (k in decimal, mod rounding down as Lua's % does: -1
+--          mod 64 is 63): last is the token of the call that made seq, and r<k> names the
+--          latest call whose seq is k mod 64, with its seq, so a reader that saw (s, t) and
+--          reads the record at seq r, r - s < 64, finds at r<s mod 64> whether the record's
+--          history still passes through its point; a field that names another seq (a call
+--          that did not write the ring, such as one of an older bundle) tells nothing. A
+--          reader takes only last's first 16 bytes (an older bundle kept a chain of tokens
+--          after it). seq is written and published in decimal, exact up to 2^53.
 --          Each call of cache_set, cache_invalidate and cache_flush publishes one message with
 --          SPUBLISH on the table's shard channel emq:{<table>}:inval (subscribe with
 --          SSUBSCRIBE): fields joined by "\n": the epoch, seq (decimal), the server TIME in
@@ -126,11 +127,12 @@ local made = not epoch
 if made then epoch = us .. '.' .. token end
 redis.call('SET', KEYS[1] .. ':' .. id, new, 'PX', tonumber(px))
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
--- last is this call's token, and so is ring field r<seq mod 64> (FORMAT inval)
+-- last is this call's token; ring field r<seq mod 64> is "<seq>:<token>" (FORMAT inval)
+local sseq = string.format('%d', seq)
 if made then
-  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token, 'r' .. (seq % 64), token)
+  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', token, 'r' .. (seq % 64), sseq .. ':' .. token)
 else
-  redis.call('HSET', KEYS[1], 'last', token, 'r' .. (seq % 64), token)
+  redis.call('HSET', KEYS[1], 'last', token, 'r' .. (seq % 64), sseq .. ':' .. token)
 end
-redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. seq .. '\n' .. us .. '\n' .. prev .. '\n' .. token .. '\n' .. id)
+redis.call('SPUBLISH', KEYS[2], epoch .. '\n' .. sseq .. '\n' .. us .. '\n' .. prev .. '\n' .. token .. '\n' .. id)
 return {epoch, seq}

@@ -39,6 +39,7 @@ func init() {
 	}
 	keyArgs["TIME"] = none
 	keyArgs["SCAN"] = none // no key argument: its MATCH pattern is not a key (cache_flush)
+	keyArgs["INFO"] = none // no key argument: its section name (cache_flush reads run_id)
 }
 
 var (

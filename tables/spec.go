@@ -128,8 +128,10 @@ type Spec struct {
 	// waits for Valkey and the loader before it answers the stale value (the fill goes on in
 	// the background). A stale value gone by then (invalidated meanwhile, or older than
 	// StaleOnError) is not served: the Get goes on as one without a stale value would, so it
-	// may take up to StaleTimeout more than that. Default DefaultStaleTimeout (250 ms);
-	// ignored when StaleOnError is 0.
+	// may take up to StaleTimeout more than that. A StaleTimeout at least as long as
+	// L2Timeout gives L2 its full time, so an L2 operation it cuts short counts as an L2
+	// timeout towards the cache's circuit breaker; a shorter one does not. Default
+	// DefaultStaleTimeout (250 ms); ignored when StaleOnError is 0.
 	StaleTimeout time.Duration
 
 	// L2Timeout bounds each L2 operation on the read path (a Get's read of the row, a
