@@ -143,7 +143,8 @@ func (p *pendingInvals) dropAt(g uint64) {
 	}
 }
 
-// count is how many ids are pending, those a retry is sending included (-1: a whole-table invalidation is owed).
+// count is how many ids are pending, those a retry is sending included (-1: a whole-table
+// invalidation is owed).
 func (p *pendingInvals) count() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
