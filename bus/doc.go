@@ -107,7 +107,7 @@
 // The example of [Worker] runs that worker on one task.
 //
 // The worker runs at most Concurrency handlers and claims only as many jobs as it has free
-// slots and prefetch buffer (WorkerConfig.Prefetch, none by default). One goroutine decides
+// slots and prefetch buffer (WorkerConfig.Prefetch, sized automatically by default). One goroutine decides
 // what to send, in pipelined round trips: the outcomes of the handlers that finished, the
 // heartbeat (one extend for every lease held, on one timer; a lost lease cancels the
 // handler's context with cause [ErrLeaseLost], a cancelled job with cause [ErrCancelled], and

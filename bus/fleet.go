@@ -97,6 +97,7 @@ func workerStatsReply(queue string, msg valkey.ValkeyMessage) (FleetStats, error
 				HandedBack: s.HandedBack, Stale: s.Stale, LeaseLost: s.LeaseLost, Cancelled: s.Cancelled,
 				RateLimited: s.RateLimited,
 				RoundTrips:  s.RoundTrips, RoundTripTime: time.Duration(s.RoundTripUS) * time.Microsecond,
+				Prefetch: s.Prefetch,
 			},
 		}
 		fs.Workers = append(fs.Workers, r)
@@ -123,6 +124,7 @@ func (s WorkerStats) add(o WorkerStats) WorkerStats {
 	s.RateLimited += o.RateLimited
 	s.RoundTrips += o.RoundTrips
 	s.RoundTripTime += o.RoundTripTime
+	s.Prefetch += o.Prefetch
 	return s
 }
 

@@ -24,8 +24,6 @@ const (
 	// DefaultHousekeepInterval is how often a worker reaps expired leases and promotes due
 	// scheduled jobs of its queue.
 	DefaultHousekeepInterval = 2 * time.Second
-	// DefaultPrefetch is how many jobs beyond its free slots a worker claims ahead.
-	DefaultPrefetch = 0
 	// MaxPrefetch bounds WorkerConfig.Prefetch.
 	MaxPrefetch = maxClaim
 	// maxConcurrency is the largest Concurrency the worker uses; a larger one counts as it.
@@ -51,12 +49,17 @@ type WorkerConfig struct {
 	// worker runs them once a lease ran out and a reap put them back (none is lost; their
 	// handlers had not started, so none runs twice), a lease later than if they had waited in
 	// pending. Close runs the buffered jobs before it returns; past its deadline it hands
-	// those not started back to pending. At most [MaxPrefetch]; negative: none. Default 0
-	// ([DefaultPrefetch]): no buffer; the worker still claims for the slots that free while
-	// earlier round trips are in flight. Measured (make bench-profile, no-op jobs): a buffer as
-	// large as Concurrency makes the claims about twice as large and cuts the CPU per job, on
-	// the server by about a quarter and in the worker by about a third at concurrency 20;
-	// the default stays 0 so that Close and a crash hold no job whose handler has not started.
+	// those not started back to pending. At most [MaxPrefetch]; negative: none, the worker
+	// still claims for the slots that free while earlier round trips are in flight.
+	//
+	// Default 0: automatic. The buffer holds about as many jobs as the handlers finish while
+	// one round trip is in flight (Concurrency × mean round trip time ÷ mean handler run
+	// time, both moving averages), at most Concurrency, and none until handlers returned: a
+	// worker whose handlers run longer than a round trip buffers nothing, and a buffered job
+	// waits about one round trip. [WorkerStats].Prefetch reads the size. Measured (make
+	// bench-profile, no-op jobs, concurrency 20): the buffer doubles the jobs per claim and
+	// cuts the CPU per job, on the server by about a quarter and in the worker by about a
+	// third, against none.
 	Prefetch int
 	// Lease is the lease of a claim and what heartbeats renew a job to (a kind may name its
 	// own, [HandlerOpts.Lease]). A crashed worker's jobs run again after it. Default the
@@ -140,7 +143,6 @@ func (c WorkerConfig) withDefaults(busLease time.Duration) WorkerConfig {
 	c.WakeTimeout = cmp.Or(c.WakeTimeout, DefaultWakeTimeout)
 	c.HousekeepInterval = cmp.Or(c.HousekeepInterval, DefaultHousekeepInterval)
 	c.HousekeepLimit = cmp.Or(c.HousekeepLimit, DefaultLimit)
-	c.Prefetch = cmp.Or(c.Prefetch, DefaultPrefetch)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -216,12 +218,14 @@ type Worker struct {
 	// Precomputed KEYS of the scripts the loop runs (completeclaim's are claim's).
 	kClaim, kCompleteMany, kFail, kSnooze, kExtend, kReap, kPromote, kDue []string
 
-	prefetch int // cfg.Prefetch; none when negative
+	prefetch     int  // cfg.Prefetch when fixed; none when negative
+	autoPrefetch bool // cfg.Prefetch is 0: the loop sizes the buffer (worker_prefetch.go)
 
 	busy  atomic.Int64 // handlers running, for Stats
 	stats struct {
 		claimed, completed, failed, retried, dead, snoozed, handedBack, stale, leaseLost, cancelled, rateLimited atomic.Int64
 		roundTrips, roundTripNanos                                                                               atomic.Int64
+		prefetch                                                                                                 atomic.Int64 // the automatic buffer's size, as the loop last sized it
 	}
 }
 
@@ -266,6 +270,7 @@ func NewWorker(b *Bus, cfg WorkerConfig) (*Worker, error) {
 		kPromote:      keysOf(scPromote, q),
 		kDue:          keysOf(scDue, q),
 		prefetch:      max(cfg.Prefetch, 0),
+		autoPrefetch:  cfg.Prefetch == 0,
 	}
 	return w, nil
 }
@@ -404,7 +409,7 @@ func (w *Worker) ID() string { return w.cfg.ID }
 // Stats returns the worker's counters.
 func (w *Worker) Stats() WorkerStats {
 	s := &w.stats
-	return WorkerStats{
+	st := WorkerStats{
 		Queue:     w.q.Name(),
 		Running:   int(w.busy.Load()),
 		Claimed:   s.claimed.Load(),
@@ -412,5 +417,10 @@ func (w *Worker) Stats() WorkerStats {
 		Snoozed: s.snoozed.Load(), HandedBack: s.handedBack.Load(), Stale: s.stale.Load(), LeaseLost: s.leaseLost.Load(),
 		Cancelled: s.cancelled.Load(), RateLimited: s.rateLimited.Load(),
 		RoundTrips: s.roundTrips.Load(), RoundTripTime: time.Duration(s.roundTripNanos.Load()),
+		Prefetch: w.prefetch,
 	}
+	if w.autoPrefetch {
+		st.Prefetch = int(s.prefetch.Load())
+	}
+	return st
 }

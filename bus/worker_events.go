@@ -96,4 +96,7 @@ type WorkerStats struct {
 	// (at most 2: the loop sends the next while the previous is answered).
 	RoundTrips    int64
 	RoundTripTime time.Duration
+	// Prefetch is the size of the prefetch buffer: WorkerConfig.Prefetch when it is fixed
+	// (0 when negative), else the automatic size the worker last gave it.
+	Prefetch int
 }

@@ -53,6 +53,8 @@ type loop struct {
 	replies chan *roundTrip // from the senders; capacity maxInFlight
 	senders sync.WaitGroup
 
+	auto autoPrefetch // the automatic prefetch buffer's means (worker_prefetch.go)
+
 	lanes        bool          // the queue keeps lane state: claims go to laneclaim (worker_lanes.go)
 	hungry       bool          // claim when slots are free: the last claim came back full, or a wake came
 	streaming    bool          // the last claim came back full: no need to read the schedule
@@ -144,8 +146,8 @@ func (l *loop) stopTimers() {
 }
 
 // capacity is how many jobs the worker holds at most before their handlers return: a slot
-// for each handler and the prefetch buffer.
-func (l *loop) capacity() int { return l.w.cfg.Concurrency + l.w.prefetch }
+// for each handler and the prefetch buffer (worker_prefetch.go).
+func (l *loop) capacity() int { return l.w.cfg.Concurrency + l.buffer() }
 
 // collect takes every handler return already queued. After handing out jobs it yields first:
 // fast handlers finish meanwhile, and their outcomes share the next round trip.
@@ -169,6 +171,9 @@ func (l *loop) collect() {
 func (l *loop) finished(r *inflight) {
 	r.returned = true
 	l.busy--
+	if r.started && r.h != nil {
+		l.auto.noteHandler(r.dur)
+	}
 	if r.lost {
 		delete(l.held, r) // the outcome would answer EMQSTALE: the job is someone else's
 		return

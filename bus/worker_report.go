@@ -99,6 +99,7 @@ type workerSnapshot struct {
 	RateLimited int64    `json:"rate_limited"`
 	RoundTrips  int64    `json:"round_trips"`
 	RoundTripUS int64    `json:"round_trip_us"`
+	Prefetch    int      `json:"prefetch"`
 	// At and Exp are written by the script (FORMAT report); a publisher never sends them.
 	At  int64 `json:"at,omitempty"`
 	Exp int64 `json:"exp,omitempty"`
@@ -190,6 +191,7 @@ func (r *reporter) snapshot() *workerSnapshot {
 		Claimed: s.Claimed, Completed: s.Completed, Failed: s.Failed, Retried: s.Retried, Dead: s.Dead,
 		Snoozed: s.Snoozed, HandedBack: s.HandedBack, Stale: s.Stale, LeaseLost: s.LeaseLost, Cancelled: s.Cancelled,
 		RateLimited: s.RateLimited, RoundTrips: s.RoundTrips, RoundTripUS: s.RoundTripTime.Microseconds(),
+		Prefetch: s.Prefetch,
 	}
 }
 

@@ -25,6 +25,7 @@ type roundTrip struct {
 	out     []result
 	unacked error
 	err     error
+	flight  time.Duration // its time in flight
 
 	arrived bool // the loop received it back
 }
@@ -79,7 +80,8 @@ func (l *loop) sender() {
 	for rt := range l.sends {
 		began := time.Now()
 		rt.out, rt.unacked, rt.err = w.send(rt.steps, rt.ack, rt.handBackBy)
-		w.stats.roundTripNanos.Add(int64(time.Since(began)))
+		rt.flight = time.Since(began)
+		w.stats.roundTripNanos.Add(int64(rt.flight))
 		l.replies <- rt // capacity maxInFlight: never blocks
 	}
 }
@@ -88,6 +90,9 @@ func (l *loop) sender() {
 // outcomes back in the queue (they are sent again) and backs off.
 func (l *loop) apply(rt *roundTrip) {
 	l.claiming -= rt.claim
+	if rt.err == nil {
+		l.auto.noteTrip(rt.flight)
+	}
 	if rt.err != nil {
 		l.w.log.Error("bus: worker: round trip", "err", rt.err)
 		l.outcomes = append(rt.sending, l.outcomes...)

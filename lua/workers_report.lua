@@ -33,10 +33,11 @@
 --          snoozed, handed_back, stale, lease_lost, cancelled (jobs a heartbeat found
 --          cancelled while claimed), rate_limited (jobs handed back by a handler's
 --          RateLimited: see ratelimited.lua), round_trips and round_trip_us (the pipelines
---          sent and their time in flight, summed, in µs). A reader sums them over the live
---          workers; a rate is the difference of two reads of one worker id over the
---          difference of their at; a worker that stops or dies drops out of the sum. A reader
---          treats a missing member as 0
+--          sent and their time in flight, summed, in µs), and prefetch (the size of its
+--          prefetch buffer now; absent from a worker of an older version). A reader sums them
+--          over the live workers; a rate is the difference of two reads of one worker id over
+--          the difference of their at; a worker that stops or dies drops out of the sum. A
+--          reader treats a missing member as 0
 -- FORMAT   servertime  see claim.lua
 -- REPLY    {now_ms, pruned}: the server's TIME in ms, which stamped the snapshot, and how
 --          many expired fields this call deleted (integers)

@@ -1,0 +1,61 @@
+package bus
+
+import "time"
+
+// The prefetch buffer's automatic size (WorkerConfig.Prefetch 0, the default). A buffer pays
+// for itself only while slots free faster than a claim comes back: with handlers of mean run
+// time h and round trips of mean time t, the worker's Concurrency slots free about
+// Concurrency × t / h jobs while one claim is in flight, and a buffer of that many lets each
+// freed slot start its next job at once instead of after a round trip. So the automatic
+// buffer is that many, at most Concurrency (and MaxPrefetch): a buffered job then waits about
+// one round trip before its handler starts, and a worker whose handlers take longer than a
+// round trip buffers nothing, so jobs are never held back from an idle worker of the same
+// queue behind a slow one. Both means are moving averages kept by the loop.
+
+// prefetchWeight is the weight of a new sample in the moving averages: the buffer follows a
+// change of the handlers' pace within about ten jobs.
+const prefetchWeight = 0.1
+
+// minHandlerNanos keeps a handler's mean run time from reading as zero: a no-op handler is
+// measured at about the timer's resolution.
+const minHandlerNanos = 100
+
+// autoPrefetch is the automatic buffer's state, owned by the loop.
+type autoPrefetch struct {
+	handler float64 // mean handler run time, ns; 0 until one handler returned
+	trip    float64 // mean round trip time, ns; 0 until one round trip came back
+}
+
+// noteHandler takes the run time of a handler that returned.
+func (a *autoPrefetch) noteHandler(d time.Duration) {
+	a.handler = mean(a.handler, float64(max(d, minHandlerNanos)))
+}
+
+// noteTrip takes the time a round trip was in flight.
+func (a *autoPrefetch) noteTrip(d time.Duration) { a.trip = mean(a.trip, float64(max(d, 1))) }
+
+// size is the buffer for concurrency slots: none until both means have a sample.
+func (a *autoPrefetch) size(concurrency int) int {
+	if a.handler == 0 || a.trip == 0 {
+		return 0
+	}
+	n := float64(concurrency) * a.trip / a.handler
+	return int(min(n, float64(concurrency), MaxPrefetch))
+}
+
+func mean(avg, sample float64) float64 {
+	if avg == 0 {
+		return sample
+	}
+	return avg + prefetchWeight*(sample-avg)
+}
+
+// buffer is the prefetch buffer's size now: the configured one, or the automatic one.
+func (l *loop) buffer() int {
+	if !l.w.autoPrefetch {
+		return l.w.prefetch
+	}
+	n := l.auto.size(l.w.cfg.Concurrency)
+	l.w.stats.prefetch.Store(int64(n))
+	return n
+}

@@ -1,0 +1,92 @@
+package bus_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
+)
+
+// TestWorkerPrefetchAutoFast: with the default Prefetch, a worker whose handlers return at
+// once (far faster than a round trip) grows its buffer to its Concurrency: once 2,000 no-op
+// jobs ran, jobs whose handlers block are claimed up to 4 running and 4 buffered, and the
+// buffered ones run once the running ones return.
+func TestWorkerPrefetchAutoFast(t *testing.T) {
+	t.Parallel()
+	c := valkeytest.Shared(t).Client(t)
+	b := newBus(t, c, bus.Config{})
+	ctx := context.Background()
+	name := valkeytest.TestName(t)
+	const concurrency = 4
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the worker's Close, which waits for the handlers
+	enqueueTasks(t, b, name, "fast", 2000, "")
+	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency}, func(w *bus.Worker) {
+		bus.MustHandle(w, "fast", func(context.Context, *bus.Task[args]) error { return nil }, nil)
+		bus.MustHandle(w, "hold", func(ctx context.Context, _ *bus.Task[args]) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, nil)
+	})
+	drained(t, b, name, time.Minute)
+	require.Equal(t, concurrency, w.Stats().Prefetch, "no-op handlers: a buffer as large as the slots")
+
+	enqueueTasks(t, b, name, "hold", 3*concurrency, "")
+	valkeytest.Eventually(t, time.Minute, "the worker to hold its slots and its buffer", func() bool {
+		cs, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		return cs.Active == 2*concurrency
+	})
+	time.Sleep(50 * time.Millisecond) // the worker claims no more than that meanwhile
+	cs, err := b.Counts(ctx, name)
+	require.NoError(t, err)
+	require.EqualValues(t, 2*concurrency, cs.Active)
+	require.EqualValues(t, concurrency, cs.Pending)
+	require.Equal(t, concurrency, w.Stats().Running, "the buffered jobs wait for a slot")
+	free()
+	drained(t, b, name, time.Minute)
+	require.Equal(t, int64(2000+3*concurrency), w.Stats().Completed)
+}
+
+// TestWorkerPrefetchAutoSlow: with the default Prefetch, a worker whose handlers run far
+// longer than a round trip buffers nothing: the server never sees it hold more jobs than its
+// slots, so a second worker started later takes its share of a shallow queue at once.
+func TestWorkerPrefetchAutoSlow(t *testing.T) {
+	t.Parallel()
+	c := valkeytest.Shared(t).Client(t)
+	b := newBus(t, c, bus.Config{})
+	ctx := context.Background()
+	name := valkeytest.TestName(t)
+	const concurrency = 2
+	slow := func(context.Context, *bus.Task[args]) error { time.Sleep(40 * time.Millisecond); return nil }
+	enqueueTasks(t, b, name, "slow", 40, "")
+	first := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency}, func(w *bus.Worker) {
+		bus.MustHandle(w, "slow", slow, nil)
+	})
+	valkeytest.Eventually(t, time.Minute, "a few handlers to return", func() bool { return first.Stats().Completed >= 6 })
+	for range 10 {
+		cs, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		require.LessOrEqual(t, cs.Active, int64(concurrency), "a worker of slow handlers holds no job beyond its slots")
+		require.Zero(t, first.Stats().Prefetch)
+		time.Sleep(10 * time.Millisecond)
+	}
+	second := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency}, func(w *bus.Worker) {
+		bus.MustHandle(w, "slow", slow, nil)
+	})
+	drained(t, b, name, time.Minute)
+	require.Positive(t, second.Stats().Completed, "the second worker found jobs the first had not taken")
+	require.Zero(t, first.Stats().Prefetch)
+	require.EqualValues(t, 40, first.Stats().Completed+second.Stats().Completed)
+}
