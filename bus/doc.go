@@ -107,13 +107,13 @@
 // The example of [Worker] runs that worker on one task.
 //
 // The worker runs at most Concurrency handlers and claims only as many jobs as it has free
-// slots and prefetch buffer (WorkerConfig.Prefetch, sized automatically by default). One goroutine decides
-// what to send, in pipelined round trips: the outcomes of the handlers that finished, the
-// heartbeat (one extend for every lease held, on one timer; a lost lease cancels the
-// handler's context with cause [ErrLeaseLost], a cancelled job with cause [ErrCancelled], and
-// a job of either kind still waiting in the prefetch buffer never runs), housekeeping (a
-// bounded reap and promote on a jittered timer, in every worker, with no leader) and the claim
-// for the free slots. The completes and the claim go in one completeclaim script call, each
+// slots and prefetch buffer (WorkerConfig.Prefetch, sized automatically by default). One
+// goroutine decides what to send, in pipelined round trips: the outcomes of the handlers
+// that finished, the heartbeat (one extend for every lease held, on one timer; a lost lease
+// cancels the handler's context with cause [ErrLeaseLost], a cancelled job with cause
+// [ErrCancelled], and a job of either kind still waiting in the prefetch buffer never runs),
+// housekeeping (a bounded reap and promote on a jittered timer, in every worker, with no
+// leader) and the claim for the free slots. The completes and the claim go in one completeclaim script call, each
 // finished job fenced by its own token, so a busy worker completes and claims in one call of
 // one round trip; a job that keeps a result ([SetResult]) has a complete of its own beside
 // it. Two round trips are in flight at once: the next is built and sent while the previous is
