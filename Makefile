@@ -71,7 +71,7 @@ bench-check: setup ## Fresh run; fails if a ratio of ours is worse than in bench
 bench-quick: setup ## Two short benchmark rounds, report into a temp dir (smoke test, numbers not for use)
 	bash bench/run.sh quick
 
-bench-profile: setup ## Where an EchoMQ worker's time goes: server µs/job by script, server and client CPU/job, jobs per claim, round trips in flight (PROFILE_C=20,100 PROFILE_JOBS=20000 PROFILE_ROUNDS=3 PROFILE_PREFETCH=)
+bench-profile: setup ## Where an EchoMQ worker's time goes: server µs/job by script, server and client CPU/job, jobs per claim, round trips in flight (PROFILE_C=20,100 PROFILE_JOBS=20000 PROFILE_ROUNDS=3 PROFILE_PREFETCH=, e.g. 0,-1,20: automatic, none, 20)
 	bash bench/run.sh profile
 
 soak: setup ## Crash and model soak: 100,000 jobs and 20 SIGKILLs, the zombie, the protocol model (with lanes) at 2,000 checks, the cluster soak at 3 x 20,000 jobs, delayed jobs picked up within 20 ms (p99), lanes: fairness behind 50,000 jobs, a cap across 8 SIGKILLs, a rate for 10 s

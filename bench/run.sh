@@ -49,7 +49,8 @@ quick)
 profile)
 	# Knobs: PROFILE_JOBS jobs per drain (default 20000), PROFILE_ROUNDS
 	# (default 3), PROFILE_C concurrencies (default 20,100), PROFILE_PREFETCH
-	# WorkerConfig.Prefetch values to compare (default: the worker's default).
+	# WorkerConfig.Prefetch values to compare: 0 automatic, -1 none, N fixed
+	# (default: the worker's default).
 	count=5
 	;;
 *)

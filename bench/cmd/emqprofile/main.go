@@ -56,14 +56,22 @@ func main() {
 
 // config is one worker configuration the profile measures.
 type config struct {
-	concurrency, prefetch int
-	lanes                 int // the jobs are spread over this many lanes; 0: none
+	concurrency, prefetch int  // prefetch: WorkerConfig.Prefetch
+	named                 bool // -prefetch was given: the label names the prefetch
+	lanes                 int  // the jobs are spread over this many lanes; 0: none
 }
 
 func (c config) String() string {
 	s := fmt.Sprintf("c=%d", c.concurrency)
-	if c.prefetch >= 0 {
-		s += fmt.Sprintf(" prefetch=%d", c.prefetch)
+	if c.named {
+		switch {
+		case c.prefetch == 0:
+			s += " prefetch=auto"
+		case c.prefetch < 0:
+			s += " prefetch=none"
+		default:
+			s += fmt.Sprintf(" prefetch=%d", c.prefetch)
+		}
 	}
 	if c.lanes > 0 {
 		s += fmt.Sprintf(" lanes=%d", c.lanes)
@@ -76,7 +84,7 @@ func run(args []string, out io.Writer) error {
 	addr := fs.String("addr", os.Getenv("VALKEY_ADDR"), "valkey-server address (default $VALKEY_ADDR)")
 	jobs := fs.Int("jobs", 20000, "jobs per drain")
 	conc := fs.String("c", "20,100", "worker concurrencies, comma-separated")
-	prefetch := fs.String("prefetch", "", "WorkerConfig.Prefetch values, comma-separated (default: the worker's default only)")
+	prefetch := fs.String("prefetch", "", "WorkerConfig.Prefetch values, comma-separated: 0 the automatic buffer (the default), -1 none, N a buffer of N (default: the worker's default only)")
 	rounds := fs.Int("rounds", 3, "rounds (the figures are medians over them)")
 	lanes := fs.String("lanes", "0", "lane counts, comma-separated: each drain spreads its jobs evenly over that many lanes (0: none)")
 	if err := fs.Parse(args); err != nil {
@@ -89,7 +97,7 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-c: %w", err)
 	}
-	ps := []int{-1}
+	ps := []int{0}
 	if *prefetch != "" {
 		if ps, err = ints(*prefetch); err != nil {
 			return fmt.Errorf("-prefetch: %w", err)
@@ -103,7 +111,7 @@ func run(args []string, out io.Writer) error {
 	for _, c := range cs {
 		for _, p := range ps {
 			for _, l := range ls {
-				configs = append(configs, config{c, p, l})
+				configs = append(configs, config{concurrency: c, prefetch: p, named: *prefetch != "", lanes: l})
 			}
 		}
 	}
@@ -198,13 +206,12 @@ func drain(ctx context.Context, c valkey.Client, cfg config, n int, traced bool)
 	}
 	var completed atomic.Int64
 	done := make(chan struct{})
-	wcfg := bus.WorkerConfig{Queue: queue, Concurrency: cfg.concurrency, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	wcfg := bus.WorkerConfig{Queue: queue, Concurrency: cfg.concurrency, Prefetch: cfg.prefetch, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnEvent: func(e bus.JobEvent) {
 			if e.Type == bus.JobCompleted && completed.Add(1) == int64(n) {
 				close(done)
 			}
 		}}
-	setPrefetch(&wcfg, cfg.prefetch)
 	w, err := bus.NewWorker(b, wcfg)
 	if err != nil {
 		return result{}, err

@@ -6,16 +6,6 @@ import (
 	"github.com/echocache/echocache/bus"
 )
 
-// setPrefetch sets the worker's prefetch when p >= 0 (-1: the worker's default).
-func setPrefetch(cfg *bus.WorkerConfig, p int) {
-	switch {
-	case p > 0:
-		cfg.Prefetch = p
-	case p == 0:
-		cfg.Prefetch = -1 // none, whatever the default
-	}
-}
-
 // roundTrips is the worker's round trips per job and the mean number of round trips in flight
 // over the drain (their time in flight, added up, over the drain's wall time).
 func roundTrips(s bus.WorkerStats, n int, elapsed time.Duration) (perJob, inFlight float64, ok bool) {
