@@ -108,24 +108,24 @@
 //
 // The worker runs at most Concurrency handlers and claims only as many jobs as it has free
 // slots and prefetch buffer (WorkerConfig.Prefetch, sized automatically by default). One
-// goroutine decides what to send, in pipelined round trips: the outcomes of the handlers
-// that finished, the heartbeat (one extend for every lease held, on one timer; a lost lease
-// cancels the handler's context with cause [ErrLeaseLost], a cancelled job with cause
-// [ErrCancelled], and a job of either kind still waiting in the prefetch buffer never runs),
-// housekeeping (a bounded reap and promote on a jittered timer, in every worker, with no
-// leader) and the claim for the free slots. The completes and the claim go in one completeclaim script call, each
+// goroutine decides what to send, in pipelined round trips: the outcomes of the handlers that
+// finished, the heartbeat (one extend for every lease held, on one timer; a lost lease cancels
+// the handler's context with cause [ErrLeaseLost], a cancelled job with cause [ErrCancelled],
+// and a job of either kind still waiting in the prefetch buffer never runs), housekeeping (a
+// bounded reap and promote on a jittered timer, in every worker, with no leader) and the claim
+// for the free slots. The completes and the claim go in one completeclaim script call, each
 // finished job fenced by its own token, so a busy worker completes and claims in one call of
-// one round trip; a job that keeps a result ([SetResult]) has a complete of its own beside
-// it. Two round trips are in flight at once: the next is built and sent while the previous is
-// on the server, and replies are applied in the order their round trips were sent. Handlers
-// run on a pool of Concurrency goroutines that take claimed jobs in claim order by
-// themselves; a kind's timeout is a deadline on the handler's context (ctx.Deadline reports
-// it) enforced by one timer for the whole worker. Idle, it blocks on the wake list with BLPOP
-// on a connection of its own (valkey-go's blocking pool, so the shared pipeline never stalls)
-// and arms a timer for the earliest scheduled run-at, read on the server's clock
-// ([Bus.NextDue]); it never polls on a fixed sleep. A job another
-// process schedules before that run-at (or into an empty schedule) wakes one idle worker with
-// the marker "s", and it reads the schedule's head again: the job runs at its run-at.
+// one round trip; a job that keeps a result ([SetResult]) has a complete of its own beside it.
+// Two round trips are in flight at once: the next is built and sent while the previous is on
+// the server, and replies are applied in the order their round trips were sent. Handlers run on
+// a pool of Concurrency goroutines that take claimed jobs in claim order by themselves; a
+// kind's timeout is a deadline on the handler's context (ctx.Deadline reports it) enforced by
+// one timer for the whole worker. Idle, it blocks on the wake list with BLPOP on a connection
+// of its own (valkey-go's blocking pool, so the shared pipeline never stalls) and arms a timer
+// for the earliest scheduled run-at, read on the server's clock ([Bus.NextDue]); it never polls
+// on a fixed sleep. A job another process schedules before that run-at (or into an empty
+// schedule) wakes one idle worker with the marker "s", and it reads the schedule's head again:
+// the job runs at its run-at.
 //
 // # Waking idle workers
 //

@@ -43,23 +43,27 @@ type WorkerConfig struct {
 	Concurrency int
 	// Prefetch is how many jobs beyond the free slots the worker claims ahead: they wait,
 	// leased, in a buffer, and a handler that returns starts the next one at once instead of
-	// waiting for a round trip. The cost: a buffered job is leased (and its attempts counted)
-	// while it waits, so another worker cannot take it, and heartbeats renew its lease like a
-	// running one's; a worker that crashes leaves its buffered jobs to their leases: another
-	// worker runs them once a lease ran out and a reap put them back (none is lost; their
-	// handlers had not started, so none runs twice), a lease later than if they had waited in
-	// pending. Close runs the buffered jobs before it returns; past its deadline it hands
-	// those not started back to pending. At most [MaxPrefetch]; negative: none, the worker
-	// still claims for the slots that free while earlier round trips are in flight.
+	// waiting for a round trip. The cost: a buffered job is leased (and its attempts counted,
+	// and it counts against its lane's cap) while it waits, so another worker cannot take it,
+	// and heartbeats renew its lease like a running one's; a worker that crashes leaves its
+	// buffered jobs to their leases: another worker runs them once a lease ran out and a reap
+	// put them back (none is lost; their handlers had not started, so none runs twice), a
+	// lease later than if they had waited in pending. Close runs the buffered jobs before it
+	// returns; past its deadline it hands those not started back to pending. At most
+	// [MaxPrefetch]; negative: none, the worker still claims for the slots that free while
+	// earlier round trips are in flight.
 	//
 	// Default 0: automatic. The buffer holds about as many jobs as the handlers finish while
-	// one round trip is in flight (Concurrency × mean round trip time ÷ mean handler run
-	// time, both moving averages), at most Concurrency, and none until handlers returned: a
-	// worker whose handlers run longer than a round trip buffers nothing, and a buffered job
-	// waits about one round trip. [WorkerStats].Prefetch reads the size. Measured (make
-	// bench-profile, no-op jobs, concurrency 20): the buffer doubles the jobs per claim and
-	// cuts the CPU per job, on the server by about a quarter and in the worker by about a
-	// third, against none.
+	// one round trip is in flight: Concurrency × mean round trip time ÷ mean handler run time
+	// (moving averages of the round trips answered and the handlers returned), at most
+	// Concurrency, and none until a handler returned. So a buffered job waits about one round
+	// trip on average, handlers of one pace assumed, and a worker buffers nothing once its
+	// handlers run longer than Concurrency round trips. The averages learn only from handlers
+	// that returned: when handlers that were fast stall, the buffer keeps its jobs, leased,
+	// until slots free; set -1 for handlers whose run times swing that way. [WorkerStats].Prefetch
+	// reads the size. Measured (make bench-profile, no-op jobs, concurrency 20, one run): the
+	// automatic buffer doubles the jobs per claim (9 to 18) and cuts the CPU per job by about
+	// a fifth on the server and in the worker, against none.
 	Prefetch int
 	// Lease is the lease of a claim and what heartbeats renew a job to (a kind may name its
 	// own, [HandlerOpts.Lease]). A crashed worker's jobs run again after it. Default the

@@ -8,9 +8,9 @@ import "time"
 // Concurrency × t / h jobs while one claim is in flight, and a buffer of that many lets each
 // freed slot start its next job at once instead of after a round trip. So the automatic
 // buffer is that many, at most Concurrency (and MaxPrefetch): a buffered job then waits about
-// one round trip before its handler starts, and a worker whose handlers take longer than a
-// round trip buffers nothing, so jobs are never held back from an idle worker of the same
-// queue behind a slow one. Both means are moving averages kept by the loop.
+// one round trip on average, and a worker whose handlers run longer than Concurrency round
+// trips buffers nothing. Both means are moving averages kept by the loop, of the handlers that
+// returned and of the round trips whose every script was answered.
 
 // prefetchWeight is the weight of a new sample in the moving averages: the buffer follows a
 // change of the handlers' pace within about ten jobs.

@@ -90,9 +90,6 @@ func (l *loop) sender() {
 // outcomes back in the queue (they are sent again) and backs off.
 func (l *loop) apply(rt *roundTrip) {
 	l.claiming -= rt.claim
-	if rt.err == nil {
-		l.auto.noteTrip(rt.flight)
-	}
 	if rt.err != nil {
 		l.w.log.Error("bus: worker: round trip", "err", rt.err)
 		l.outcomes = append(rt.sending, l.outcomes...)
@@ -111,6 +108,9 @@ func (l *loop) apply(rt *roundTrip) {
 	l.outcomes = append(l.resend, l.outcomes...)
 	l.resend = nil
 	if ok {
+		// Only a round trip every script of which was answered measures the round trip: one
+		// that timed out or was refused by a dead connection says nothing of the next.
+		l.auto.noteTrip(rt.flight)
 		l.errWait = 0
 	} else {
 		l.backOff(rt)
