@@ -53,7 +53,8 @@ type loop struct {
 	replies chan *roundTrip // from the senders; capacity maxInFlight
 	senders sync.WaitGroup
 
-	auto autoPrefetch // the automatic prefetch buffer's means (worker_prefetch.go)
+	auto       autoPrefetch // the automatic prefetch buffer's means (worker_prefetch.go)
+	lastReturn time.Time    // when a handler last returned, or the loop started
 
 	lanes        bool          // the queue keeps lane state: claims go to laneclaim (worker_lanes.go)
 	hungry       bool          // claim when slots are free: the last claim came back full, or a wake came
@@ -96,6 +97,7 @@ func newLoop(w *Worker) *loop {
 		retryTimer:     stoppedTimer(),
 		dueTimer:       stoppedTimer(),
 		laneTimer:      stoppedTimer(),
+		lastReturn:     time.Now(),
 	}
 	if w.cfg.HousekeepInterval < 0 {
 		l.housekeepTimer.Stop()
@@ -173,6 +175,7 @@ func (l *loop) finished(r *inflight) {
 	l.busy--
 	if r.started && r.h != nil {
 		l.auto.noteHandler(r.dur)
+		l.lastReturn = time.Now()
 	}
 	if r.lost {
 		delete(l.held, r) // the outcome would answer EMQSTALE: the job is someone else's
@@ -314,12 +317,14 @@ func (l *loop) wait() {
 }
 
 // beatFired makes the heartbeat due; with nothing held there is nothing to renew, and the
-// timer just starts over.
+// timer just starts over. A stalled automatic buffer gives its jobs back first
+// (worker_prefetch.go).
 func (l *loop) beatFired() {
 	if len(l.held) == 0 {
 		l.beatTimer.Reset(l.w.beatEvery)
 		return
 	}
+	l.releaseStalled(time.Now())
 	l.beatDue = true
 }
 

@@ -11,6 +11,12 @@ import "time"
 // one round trip on average, and a worker whose handlers run longer than Concurrency round
 // trips buffers nothing. Both means are moving averages kept by the loop, of the handlers that
 // returned and of the round trips whose every script was answered.
+//
+// The handler mean learns from handlers that returned, so handlers that were fast and then
+// stall would keep the buffer's jobs, leased, for as long as they stall. When no handler
+// returned for a heartbeat interval (at least stallFloor), the heartbeat hands the buffered
+// jobs back to pending, where another worker may take them, and the running handlers' times so
+// far count in the mean, which shrinks the buffer.
 
 // prefetchWeight is the weight of a new sample in the moving averages: the buffer follows a
 // change of the handlers' pace within about ten jobs.
@@ -19,6 +25,9 @@ const prefetchWeight = 0.1
 // minHandlerNanos keeps a handler's mean run time from reading as zero: a no-op handler is
 // measured at about the timer's resolution.
 const minHandlerNanos = 100
+
+// stallFloor is the shortest time without a handler's return that counts as a stall.
+const stallFloor = time.Second
 
 // autoPrefetch is the automatic buffer's state, owned by the loop.
 type autoPrefetch struct {
@@ -58,4 +67,44 @@ func (l *loop) buffer() int {
 	n := l.auto.size(l.w.cfg.Concurrency)
 	l.w.stats.prefetch.Store(int64(n))
 	return n
+}
+
+// releaseStalled hands the automatic buffer's jobs back when no handler returned for a
+// heartbeat interval (at least stallFloor), counting the running handlers' times so far in the
+// handler mean. Each hand-back is a snooze to pending: the claim counts as an attempt, as any
+// hand-back's does.
+func (l *loop) releaseStalled(now time.Time) {
+	if !l.w.autoPrefetch || now.Sub(l.lastReturn) < max(l.w.beatEvery, stallFloor) {
+		return
+	}
+	var running []time.Duration
+	var waiting []*inflight
+	l.ex.mu.Lock() // the handlers' start marks
+	for r := range l.held {
+		switch {
+		case r.returned || r.lost || r.cancelled:
+		case r.started:
+			running = append(running, now.Sub(r.since))
+		case !r.dropped:
+			waiting = append(waiting, r)
+		}
+	}
+	l.ex.mu.Unlock()
+	if len(waiting) == 0 {
+		return
+	}
+	for _, d := range running {
+		l.auto.noteHandler(d)
+	}
+	released := 0
+	for _, r := range waiting {
+		if l.ex.drop(r) { // else a pool goroutine took it meanwhile
+			l.busy--
+			l.handBack(r)
+			released++
+		}
+	}
+	l.lastReturn = now // the next release waits for another whole interval
+	l.w.log.Warn("bus: worker: handlers stalled; buffered jobs handed back",
+		"jobs", released, "running", len(running))
 }

@@ -90,3 +90,69 @@ func TestWorkerPrefetchAutoSlow(t *testing.T) {
 	require.Zero(t, first.Stats().Prefetch)
 	require.EqualValues(t, 40, first.Stats().Completed+second.Stats().Completed)
 }
+
+// TestWorkerPrefetchAutoStall: handlers that were fast and then stall do not keep the automatic
+// buffer's jobs. A worker with 4 slots learns on 2,000 no-op jobs, then claims 8 jobs whose
+// handlers block (4 running, 4 buffered). Once no handler returned for a heartbeat interval
+// (at least a second), the heartbeat hands the 4 buffered jobs back, the buffer shrinks to
+// none and the worker claims nothing more while its handlers stall; a second worker runs the
+// 8 jobs the first does not hold, the 4 handed back under token 2.
+func TestWorkerPrefetchAutoStall(t *testing.T) {
+	t.Parallel()
+	c := valkeytest.Shared(t).Client(t)
+	b := newBus(t, c, bus.Config{})
+	ctx := context.Background()
+	name := valkeytest.TestName(t)
+	const concurrency = 4
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	enqueueTasks(t, b, name, "fast", 2000, "")
+	first := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency, Lease: 900 * time.Millisecond}, func(w *bus.Worker) {
+		bus.MustHandle(w, "fast", func(context.Context, *bus.Task[args]) error { return nil }, nil)
+		bus.MustHandle(w, "hold", func(ctx context.Context, _ *bus.Task[args]) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, nil)
+	})
+	drained(t, b, name, time.Minute)
+	require.Equal(t, concurrency, first.Stats().Prefetch)
+
+	enqueueTasks(t, b, name, "hold", 3*concurrency, "")
+	valkeytest.Eventually(t, time.Minute, "the buffered jobs to be handed back", func() bool {
+		return first.Stats().HandedBack == concurrency
+	})
+	s := first.Stats()
+	require.EqualValues(t, 2000+2*concurrency, s.Claimed, "4 running and 4 buffered were claimed")
+	require.Zero(t, s.Prefetch, "the stalled handlers' times shrink the buffer")
+	time.Sleep(300 * time.Millisecond)
+	require.EqualValues(t, 2000+2*concurrency, first.Stats().Claimed, "no claim while every slot stalls")
+	cs, err := b.Counts(ctx, name)
+	require.NoError(t, err)
+	require.EqualValues(t, concurrency, cs.Active)
+	require.EqualValues(t, 2*concurrency, cs.Pending)
+
+	tokens := make(chan int64, 2*concurrency)
+	second := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency}, func(w *bus.Worker) {
+		bus.MustHandle(w, "hold", func(_ context.Context, task *bus.Task[args]) error { tokens <- task.Job.Token; return nil }, nil)
+	})
+	valkeytest.Eventually(t, time.Minute, "the second worker to run the 8 jobs", func() bool {
+		return second.Stats().Completed == 2*concurrency
+	})
+	close(tokens)
+	again := 0
+	for tok := range tokens {
+		if tok == 2 {
+			again++
+		}
+	}
+	require.Equal(t, concurrency, again, "the handed-back jobs run under their second claim")
+	free()
+	drained(t, b, name, time.Minute)
+	require.EqualValues(t, 2000+concurrency, first.Stats().Completed)
+}
