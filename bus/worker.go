@@ -59,11 +59,12 @@ type WorkerConfig struct {
 	// none until a handler returned. So a buffered job waits about one round trip on average,
 	// handlers of one pace assumed, and a worker buffers nothing once its handlers run longer than
 	// Concurrency round trips. When handlers that were fast stall (no handler returned for a
-	// heartbeat interval, and at least a second), the heartbeat hands the buffered jobs back to
-	// pending for other workers, each claim counting as an attempt as any hand-back's does, and
-	// the buffer shrinks. [WorkerStats].Prefetch reads the size. Measured (make bench-profile,
-	// no-op jobs, concurrency 20, one run): the automatic buffer doubles the jobs per claim (9 to
-	// 18) and cuts the CPU per job by about a fifth on the server and in the worker, against none.
+	// heartbeat interval, and at least a second), the heartbeat hands the jobs buffered that long
+	// back to pending for other workers, each claim counting as an attempt as any hand-back's
+	// does, and the buffer shrinks. [WorkerStats].Prefetch reads the size. Measured (make
+	// bench-profile, no-op jobs, concurrency 20, one run): the automatic buffer doubles the jobs
+	// per claim (9 to 18) and cuts the CPU per job by about a fifth on the server and in the
+	// worker, against none.
 	Prefetch int
 	// Lease is the lease of a claim and what heartbeats renew a job to (a kind may name its
 	// own, [HandlerOpts.Lease]). A crashed worker's jobs run again after it. Default the

@@ -31,6 +31,7 @@ type inflight struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	since    time.Time      // when the handler started
+	claimed  time.Time      // when the loop took the job from its claim (loop state)
 	parent   deadlineParent // ctx's parent when the kind has a timeout: it carries the deadline
 	started  bool           // a pool goroutine took the job
 	dropped  bool           // taken back by the loop before a pool goroutine took it
@@ -312,7 +313,9 @@ func (l *loop) handBack(r *inflight) {
 func (l *loop) start(rs []*inflight) {
 	w := l.w
 	run := rs[:0:0]
+	now := time.Now()
 	for _, r := range rs {
+		r.claimed = now
 		w.stats.claimed.Add(1)
 		l.held[r] = struct{}{}
 		w.emit(JobEvent{Type: JobClaimed, Job: r.job, Kind: r.kind})

@@ -70,11 +70,12 @@ func (l *loop) buffer() int {
 }
 
 // releaseStalled hands the automatic buffer's jobs back when no handler returned for a
-// heartbeat interval (at least stallFloor), counting the running handlers' times so far in the
+// heartbeat interval (at least stallFloor) and they waited that long themselves, counting the running handlers' times so far in the
 // handler mean. Each hand-back is a snooze to pending: the claim counts as an attempt, as any
 // hand-back's does.
 func (l *loop) releaseStalled(now time.Time) {
-	if !l.w.autoPrefetch || now.Sub(l.lastReturn) < max(l.w.beatEvery, stallFloor) {
+	stall := max(l.w.beatEvery, stallFloor)
+	if !l.w.autoPrefetch || now.Sub(l.lastReturn) < stall {
 		return
 	}
 	var running []time.Duration
@@ -85,7 +86,7 @@ func (l *loop) releaseStalled(now time.Time) {
 		case r.returned || r.lost || r.cancelled:
 		case r.started:
 			running = append(running, now.Sub(r.since))
-		case !r.dropped:
+		case !r.dropped && now.Sub(r.claimed) >= stall: // not one claimed after an idle spell
 			waiting = append(waiting, r)
 		}
 	}

@@ -92,8 +92,9 @@ func TestWorkerPrefetchAutoSlow(t *testing.T) {
 }
 
 // TestWorkerPrefetchAutoStall: handlers that were fast and then stall do not keep the automatic
-// buffer's jobs. A worker with 4 slots learns on 2,000 no-op jobs, then claims 8 jobs whose
-// handlers block (4 running, 4 buffered). Once no handler returned for a heartbeat interval
+// buffer's jobs. A worker with 4 slots learns on 2,000 no-op jobs, idles for more than a
+// second, then claims 8 jobs whose handlers block (4 running, 4 buffered); the idle spell is no
+// stall: half a second on, nothing was handed back. Once no handler returned for a heartbeat interval
 // (at least a second), the heartbeat hands the 4 buffered jobs back, the buffer shrinks to
 // none and the worker claims nothing more while its handlers stall; a second worker runs the
 // 8 jobs the first does not hold, the 4 handed back under token 2.
@@ -122,8 +123,16 @@ func TestWorkerPrefetchAutoStall(t *testing.T) {
 	})
 	drained(t, b, name, time.Minute)
 	require.Equal(t, concurrency, first.Stats().Prefetch)
+	time.Sleep(1200 * time.Millisecond) // idle for longer than a stall: no stall all the same
 
 	enqueueTasks(t, b, name, "hold", 3*concurrency, "")
+	valkeytest.Eventually(t, time.Minute, "the worker to hold its slots and its buffer", func() bool {
+		cs, err := b.Counts(ctx, name)
+		require.NoError(t, err)
+		return cs.Active == 2*concurrency
+	})
+	time.Sleep(500 * time.Millisecond) // more than a heartbeat interval (300 ms), less than a stall
+	require.Zero(t, first.Stats().HandedBack, "jobs claimed after an idle spell are not stalled ones")
 	valkeytest.Eventually(t, time.Minute, "the buffered jobs to be handed back", func() bool {
 		return first.Stats().HandedBack == concurrency
 	})
