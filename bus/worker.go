@@ -41,17 +41,17 @@ type WorkerConfig struct {
 	// are free slots and the prefetch buffer (Prefetch) together. Default 10
 	// ([DefaultConcurrency]); more than 1<<30 counts as 1<<30.
 	Concurrency int
-	// Prefetch is how many jobs beyond the free slots the worker claims ahead: they wait,
-	// leased, in a buffer, and a handler that returns starts the next one at once instead of
-	// waiting for a round trip. The cost: a buffered job is leased (and its attempts counted,
-	// and it counts against its lane's cap) while it waits, so another worker cannot take it,
-	// and heartbeats renew its lease like a running one's; a worker that crashes leaves its
-	// buffered jobs to their leases: another worker runs them once a lease ran out and a reap
-	// put them back (none is lost; their handlers had not started, so none runs twice), a
-	// lease later than if they had waited in pending. Close runs the buffered jobs before it
-	// returns; past its deadline it hands those not started back to pending. At most
-	// [MaxPrefetch]; negative: none, the worker still claims for the slots that free while
-	// earlier round trips are in flight.
+	// Prefetch is how many jobs beyond the free slots the worker claims ahead: they wait, leased,
+	// in a buffer, and a handler that returns starts the next one at once instead of waiting for a
+	// round trip. The cost: a buffered job is leased (and its attempts counted, and it counts
+	// against its lane's cap) while it waits, so another worker cannot take it, and heartbeats
+	// renew its lease like a running one's; a worker that crashes leaves its buffered jobs to
+	// their leases: another worker runs them once a lease ran out and a reap put them back (none
+	// is lost; their handlers had not started, so none runs twice), a lease later than if they had
+	// waited in pending. Close runs the buffered jobs before it returns (unless a stall hands them
+	// back first, below); past its deadline it hands those not started back to pending. At most
+	// [MaxPrefetch]; negative: none, the worker still claims for the slots that free while earlier
+	// round trips are in flight.
 	//
 	// Default 0: automatic. The buffer holds about as many jobs as the handlers finish while one
 	// round trip is in flight: Concurrency × mean round trip time ÷ mean handler run time (moving
@@ -60,11 +60,11 @@ type WorkerConfig struct {
 	// handlers of one pace assumed, and a worker buffers nothing once its handlers run longer than
 	// Concurrency round trips. When handlers that were fast stall (no handler returned for a
 	// heartbeat interval, and at least a second), the heartbeat hands the jobs buffered that long
-	// back to pending for other workers, each claim counting as an attempt as any hand-back's
-	// does, and the buffer shrinks. [WorkerStats].Prefetch reads the size. Measured (make
-	// bench-profile, no-op jobs, concurrency 20, one run): the automatic buffer doubles the jobs
-	// per claim (9 to 18) and cuts the CPU per job by about a fifth on the server and in the
-	// worker, against none.
+	// back to pending, for another worker (or this one, once a slot frees), each claim counting as
+	// an attempt as any hand-back's does, and the buffer shrinks. [WorkerStats].Prefetch reads the
+	// size. Measured (make bench-profile, no-op jobs, concurrency 20, one run): the automatic
+	// buffer doubles the jobs per claim (9 to 18) and cuts the CPU per job by about a fifth on the
+	// server and in the worker, against none.
 	Prefetch int
 	// Lease is the lease of a claim and what heartbeats renew a job to (a kind may name its
 	// own, [HandlerOpts.Lease]). A crashed worker's jobs run again after it. Default the

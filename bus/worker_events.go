@@ -27,7 +27,8 @@ const (
 	JobSnoozed
 	// JobHandedBack: the job went back to pending without counting a failure: Close's
 	// deadline cancelled its handler, or its claim fell short of WorkerConfig.ClaimAck and its
-	// handler never started.
+	// handler never started, or it waited in a stalled automatic prefetch buffer
+	// (WorkerConfig.Prefetch).
 	JobHandedBack
 	// JobStale: a complete, fail or snooze answered EMQSTALE: the job was no longer this
 	// worker's (JobEvent.Err is the *StaleError).
@@ -80,8 +81,9 @@ type WorkerStats struct {
 	// Failed counts handler failures (errors, panics, timeouts, unknown kinds); each one is
 	// then Retried or Dead.
 	Failed, Retried, Dead int64
-	// Snoozed counts snoozes; HandedBack, jobs handed back by Close after its deadline or
-	// because their claim fell short of WorkerConfig.ClaimAck.
+	// Snoozed counts snoozes; HandedBack, jobs handed back by Close after its deadline,
+	// because their claim fell short of WorkerConfig.ClaimAck, or by a stalled automatic
+	// prefetch buffer.
 	Snoozed, HandedBack int64
 	// Stale counts completes, fails and snoozes answered EMQSTALE; LeaseLost, jobs whose
 	// heartbeat found the lease lost.

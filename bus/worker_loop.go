@@ -317,14 +317,12 @@ func (l *loop) wait() {
 }
 
 // beatFired makes the heartbeat due; with nothing held there is nothing to renew, and the
-// timer just starts over. A stalled automatic buffer gives its jobs back first
-// (worker_prefetch.go).
+// timer just starts over.
 func (l *loop) beatFired() {
 	if len(l.held) == 0 {
 		l.beatTimer.Reset(l.w.beatEvery)
 		return
 	}
-	l.releaseStalled(time.Now())
 	l.beatDue = true
 }
 

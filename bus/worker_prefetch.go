@@ -14,9 +14,10 @@ import "time"
 //
 // The handler mean learns from handlers that returned, so handlers that were fast and then
 // stall would keep the buffer's jobs, leased, for as long as they stall. When no handler
-// returned for a heartbeat interval (at least stallFloor), the heartbeat hands the buffered
-// jobs back to pending, where another worker may take them, and the running handlers' times so
-// far count in the mean, which shrinks the buffer.
+// returned for a heartbeat interval (at least stallFloor), the heartbeat's round trip, once its
+// extends are answered, hands back the jobs buffered that long: to pending, where another
+// worker may take them (or this one, once a slot frees). The running handlers' times so far
+// count in the mean, which shrinks the buffer.
 
 // prefetchWeight is the weight of a new sample in the moving averages: the buffer follows a
 // change of the handlers' pace within about ten jobs.
@@ -70,9 +71,11 @@ func (l *loop) buffer() int {
 }
 
 // releaseStalled hands the automatic buffer's jobs back when no handler returned for a
-// heartbeat interval (at least stallFloor) and they waited that long themselves, counting the running handlers' times so far in the
-// handler mean. Each hand-back is a snooze to pending: the claim counts as an attempt, as any
-// hand-back's does.
+// heartbeat interval (at least stallFloor) and they waited that long themselves, counting the
+// running handlers' times so far in the handler mean. It runs when a round trip carrying the
+// heartbeat was answered, after the handler returns were collected: a job its extends found
+// cancelled or lost is settled already. Each hand-back is a snooze to pending, in the next
+// round trip: the claim counts as an attempt, as any hand-back's does.
 func (l *loop) releaseStalled(now time.Time) {
 	stall := max(l.w.beatEvery, stallFloor)
 	if !l.w.autoPrefetch || now.Sub(l.lastReturn) < stall {

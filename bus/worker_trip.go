@@ -16,6 +16,7 @@ type roundTrip struct {
 	steps   []step
 	sending []*inflight // the outcomes it carries
 	claim   int         // jobs its claim asks for
+	beat    bool        // it carries the heartbeat's extends
 	ack     *Ack
 	// handBackBy is set on a round trip built after Close's deadline passed: every such trip
 	// ends by it, handBackTimeout after the deadline, however many there are.
@@ -39,7 +40,7 @@ type step struct {
 // build assembles a round trip: the outcomes, the heartbeat, housekeeping, the claim and the
 // schedule's head.
 func (l *loop) build(claim int, beat bool) *roundTrip {
-	rt := &roundTrip{sending: l.outcomes, claim: claim, handBackBy: l.handBackBy}
+	rt := &roundTrip{sending: l.outcomes, claim: claim, beat: beat, handBackBy: l.handBackBy}
 	l.outcomes = nil
 	steps, completes := l.outcomeSteps(rt.sending)
 	housekeep := l.housekeepDue
@@ -112,6 +113,11 @@ func (l *loop) apply(rt *roundTrip) {
 		// that timed out or was refused by a dead connection says nothing of the next.
 		l.auto.noteTrip(rt.flight)
 		l.errWait = 0
+		if rt.beat {
+			// After the extends' replies: a job they found cancelled or lost is settled
+			// already, and is not handed back.
+			l.releaseStalled(time.Now())
+		}
 	} else {
 		l.backOff(rt)
 	}
