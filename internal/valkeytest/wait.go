@@ -4,7 +4,9 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,11 +56,37 @@ func OnTargets(t *testing.T, fn func(t *testing.T, tg Target)) {
 
 // TestName derives a queue, topic or table name from the test's name: [A-Za-z0-9_.-], at most
 // 64 bytes (a long name keeps a hash suffix so it stays unique). Subtests get names of their
-// own; one test asking twice gets the same name.
+// own; one test asking twice gets the same name. A test that runs again in the same process
+// (go test -count=N) gets a fresh name, "-r<run>" added, so it never meets the keys its
+// earlier run left on the shared server.
 func TestName(t testing.TB) string {
 	t.Helper()
+	testNames.Lock()
+	defer testNames.Unlock()
+	if name, ok := testNames.byTest[t]; ok {
+		return name
+	}
+	name := baseName(t.Name())
+	testNames.runs[name]++
+	if run := testNames.runs[name]; run > 1 {
+		name = baseName(t.Name() + "-r" + strconv.Itoa(run))
+	}
+	testNames.byTest[t] = name // kept: a cleanup may still ask
+	return name
+}
+
+// testNames remembers the name each running test was given, and how many runs each base name
+// had in this process.
+var testNames = struct {
+	sync.Mutex
+	byTest map[testing.TB]string
+	runs   map[string]int
+}{byTest: map[testing.TB]string{}, runs: map[string]int{}}
+
+// baseName is s in the name alphabet, at most keys.MaxNameLen bytes.
+func baseName(s string) string {
 	var b strings.Builder
-	for _, c := range t.Name() {
+	for _, c := range s {
 		if c < 128 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
 			b.WriteRune(c)
 		} else {
