@@ -158,7 +158,9 @@ func (r *reporter) run() {
 			return
 		case <-timer.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+		// Close's hand-back bound (hardCtx) cuts a report in flight too: one that began
+		// while Close waits for the handlers must not hold Close past that bound.
+		ctx, cancel := context.WithTimeout(w.hardCtx, reportTimeout)
 		if !listed {
 			if err := w.b.list(ctx, w.q.Name()); err != nil {
 				w.log.Warn("bus: worker: listing the queue in the registry failed; trying again", "err", err)
