@@ -25,22 +25,13 @@ func TestWorkerPrefetchAutoFast(t *testing.T) {
 	ctx := context.Background()
 	name := valkeytest.TestName(t)
 	const concurrency = 4
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free) // before the worker's Close, which waits for the handlers
+	hold := &gate{ch: make(chan struct{})}
 	enqueueTasks(t, b, name, "fast", 2000, "")
 	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency}, func(w *bus.Worker) {
 		bus.MustHandle(w, "fast", func(context.Context, *bus.Task[args]) error { return nil }, nil)
-		bus.MustHandle(w, "hold", func(ctx context.Context, _ *bus.Task[args]) error {
-			select {
-			case <-release:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}, nil)
+		bus.MustHandle(w, "hold", func(ctx context.Context, _ *bus.Task[args]) error { return hold.wait(ctx) }, nil)
 	})
+	t.Cleanup(hold.open) // before the worker's Close, which waits for the handlers
 	drained(t, b, name, time.Minute)
 	require.Equal(t, concurrency, w.Stats().Prefetch, "no-op handlers: a buffer as large as the slots")
 
@@ -56,7 +47,7 @@ func TestWorkerPrefetchAutoFast(t *testing.T) {
 	require.EqualValues(t, 2*concurrency, cs.Active)
 	require.EqualValues(t, concurrency, cs.Pending)
 	require.Equal(t, concurrency, w.Stats().Running, "the buffered jobs wait for a slot")
-	free()
+	hold.open()
 	drained(t, b, name, time.Minute)
 	// The server's counts drain before the worker applies the last complete's reply.
 	valkeytest.Eventually(t, time.Minute, "every complete accepted", func() bool {
@@ -112,22 +103,13 @@ func TestWorkerPrefetchAutoStall(t *testing.T) {
 	ctx := context.Background()
 	name := valkeytest.TestName(t)
 	const concurrency = 4
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
+	hold := &gate{ch: make(chan struct{})}
 	enqueueTasks(t, b, name, "fast", 2000, "")
 	first := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency, Lease: 900 * time.Millisecond}, func(w *bus.Worker) {
 		bus.MustHandle(w, "fast", func(context.Context, *bus.Task[args]) error { return nil }, nil)
-		bus.MustHandle(w, "hold", func(ctx context.Context, _ *bus.Task[args]) error {
-			select {
-			case <-release:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}, nil)
+		bus.MustHandle(w, "hold", func(ctx context.Context, _ *bus.Task[args]) error { return hold.wait(ctx) }, nil)
 	})
+	t.Cleanup(hold.open) // before the worker's Close, which waits for the handlers
 	drained(t, b, name, time.Minute)
 	require.Equal(t, concurrency, first.Stats().Prefetch)
 	time.Sleep(1200 * time.Millisecond) // idle for longer than a stall: no stall all the same
@@ -168,7 +150,7 @@ func TestWorkerPrefetchAutoStall(t *testing.T) {
 		}
 	}
 	require.Equal(t, concurrency, again, "the handed-back jobs run under their second claim")
-	free()
+	hold.open()
 	drained(t, b, name, time.Minute)
 	valkeytest.Eventually(t, time.Minute, "every complete accepted", func() bool {
 		return first.Stats().Completed == 2000+concurrency
@@ -186,44 +168,32 @@ func TestWorkerPrefetchAutoStallCancelled(t *testing.T) {
 	b := newBus(t, c, bus.Config{})
 	ctx := context.Background()
 	name := valkeytest.TestName(t)
-	release := make(chan struct{})
-	var once sync.Once
-	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
+	hold := &gate{ch: make(chan struct{})}
 	enqueueTasks(t, b, name, "fast", 500, "")
 	var running atomic.Value
-	var mu sync.Mutex
-	claimedAt := map[keys.JobID]time.Time{}
 	var cancelled atomic.Bool
 	first := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: 1, Lease: 3 * time.Second, HousekeepInterval: -1,
 		OnEvent: func(e bus.JobEvent) {
-			if e.Kind != "hold" {
+			// Heartbeat 1 s, stall 1 s: the release comes with a later heartbeat; the buffered
+			// job is cancelled after the first extend that renewed it.
+			if e.Kind != "hold" || e.Type != bus.JobExtended {
 				return
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch e.Type {
-			case bus.JobClaimed:
-				claimedAt[e.Job.ID] = time.Now()
-			case bus.JobExtended:
-				// Heartbeat 1 s, stall 1 s: the release comes with a later heartbeat; the
-				// buffered job is cancelled after the first extend that renewed it.
-				if r, _ := running.Load().(keys.JobID); r != e.Job.ID && !cancelled.Swap(true) {
-					go func() { _, err := b.Cancel(ctx, name, e.Job.ID); require.NoError(t, err) }()
-				}
+			if r, _ := running.Load().(keys.JobID); r != e.Job.ID && !cancelled.Swap(true) {
+				go func() {
+					if _, err := b.Cancel(ctx, name, e.Job.ID); err != nil {
+						t.Errorf("cancel: %v", err)
+					}
+				}()
 			}
 		}}, func(w *bus.Worker) {
 		bus.MustHandle(w, "fast", func(context.Context, *bus.Task[args]) error { return nil }, nil)
 		bus.MustHandle(w, "hold", func(ctx context.Context, task *bus.Task[args]) error {
 			running.Store(task.Job.ID)
-			select {
-			case <-release:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			return hold.wait(ctx)
 		}, nil)
 	})
+	t.Cleanup(hold.open) // before the worker's Close, which waits for the handlers
 	drained(t, b, name, time.Minute)
 	require.Equal(t, 1, first.Stats().Prefetch)
 	enqueueTasks(t, b, name, "hold", 2, "")
@@ -235,9 +205,26 @@ func TestWorkerPrefetchAutoStallCancelled(t *testing.T) {
 	cs, err := b.Counts(ctx, name)
 	require.NoError(t, err)
 	s := first.Stats()
-	free()
+	hold.open()
 	require.Zero(t, s.Stale, "the cancelled buffered job is failed, not handed back")
 	require.EqualValues(t, 1, s.Cancelled)
 	require.EqualValues(t, 1, cs.Dead, "the cancelled job went to dead at once")
 	require.EqualValues(t, 1, cs.Active, "only the running job is held")
+}
+
+// gate holds the handlers that wait on it until it opens, or until their context ends.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+func (g *gate) wait(ctx context.Context) error {
+	select {
+	case <-g.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
