@@ -204,14 +204,16 @@
 // lanes pays one command and claims exactly as before.
 //
 // A claim serves the waiting jobs of priority 1 to 3 first (strictly by priority, then mint
-// order), then the lanes with waiting work in round robin by virtual time (keys.LaneReady:
-// each turn adds 1/weight to the lane's score), one job per turn, so one claim spans lanes and
-// a lane with 50,000 waiting jobs does not delay a newcomer's first ones. A lane may have a
-// cap (the most of its jobs claimed at once, fleet-wide and exact, counted by the scripts in
-// keys.LaneActive and given back by complete, fail, snooze, reap and [RateLimited]), a rate
-// ([Rate]: GCRA with a burst, and never more than the burst in one window, on the server's
-// clock), a weight and a pause ([Bus.SetLaneLimits], [Bus.PauseLane], [Bus.ResumeLane]); a
-// queue may have a rate of its own and default limits for every lane ([Bus.SetQueueLimits]).
+// order), then the lanes with waiting work in round robin by virtual time (keys.LaneReady): a
+// turn gives at most 32 of the lane's oldest jobs and adds n/weight to its score for the n it
+// gave, so lanes get equal shares over time, a claim of more than a turn spans lanes, and a
+// newcomer's first job waits for one turn of each lane at most, however long their backlogs.
+// A lane may have a cap (the most of its jobs claimed at once, fleet-wide and exact, counted
+// by the scripts in keys.LaneActive and given back by complete, fail, snooze, reap and
+// [RateLimited]), a rate ([Rate]: GCRA with a burst, and never more than the burst in one
+// window, on the server's clock), a weight and a pause ([Bus.SetLaneLimits],
+// [Bus.PauseLane], [Bus.ResumeLane]); a queue may have a rate of its own and default limits
+// for every lane ([Bus.SetQueueLimits]).
 // A lane at its cap or held by its rate is skipped; the claim reply carries the earliest
 // moment a held lane may give work, which an idle [Worker] sleeps until (no polling), and a
 // slot freed in a lane its cap had stopped pushes a wake marker. A handler that returns

@@ -30,7 +30,7 @@ import (
 // are checked besides: a claim never takes a job of a lane at its cap, nor more of a rated
 // lane than its rate allows, nor a job of priority 0 while an urgent job of a lane that could
 // give it waits; laneactive's count of each lane equals the number of its jobs in active; and
-// no lane in laneready is more than one turn (1 / weight) ahead of the virtual clock.
+// no lane in laneready is more than one turn (32 / weight) ahead of the virtual clock.
 
 type lJob struct {
 	mJob
@@ -261,6 +261,15 @@ type lEntry struct {
 	score float64
 }
 
+// laneTurn is the most jobs a lane gives in one turn of the round robin (FORMAT lanes).
+const laneTurn = 32
+
+// lTurn is one turn of the plan: the lane, and how many of its jobs it gives.
+type lTurn struct {
+	lane string
+	n    int
+}
+
 func before(s1 float64, a string, s2 float64, b string) bool {
 	if s1 != s2 {
 		return s1 < s2
@@ -453,7 +462,7 @@ func (m *lModel) predict(count int, promote bool) []*lJob {
 		}
 	}
 	unready, score, waitAt := map[string]bool{}, map[string]float64{}, map[string]bool{}
-	var plan []string
+	var plan []lTurn
 	pendingLeft := -1
 	countOf := func(lane string) int {
 		if lane == "" {
@@ -472,25 +481,37 @@ func (m *lModel) predict(count int, promote bool) []*lJob {
 		e := entries[0]
 		entries = entries[1:]
 		s := st[e.lane]
+		room := min(laneTurn, count-got)
+		if s.cap > 0 {
+			room = min(room, s.cap-s.active-s.taken)
+		}
 		left := 1
-		if s.rr > 0 || e.lane == "" {
+		if s.rr > 0 || e.lane == "" || room > 1 {
 			left = countOf(e.lane) - s.rr
 		}
 		switch {
-		case s.paused || s.held || left <= 0 || (s.cap > 0 && s.active+s.taken >= s.cap):
+		case s.paused || s.held || left <= 0 || room <= 0:
 			unready[e.lane] = true
 		case !can(s):
 			unready[e.lane] = true
 			waitAt[e.lane] = true
 		default:
-			s.taken++
-			if s.rated {
-				s.used++
+			room = min(room, left)
+			k := 0
+			for {
+				s.taken++
+				if s.rated {
+					s.used++
+				}
+				k++
+				if k >= room || !can(s) {
+					break
+				}
 			}
-			s.rr++
-			got++
-			plan = append(plan, e.lane)
-			ns := math.Max(e.score, vt) + 1/s.weight
+			s.rr += k
+			got += k
+			plan = append(plan, lTurn{e.lane, k})
+			ns := math.Max(e.score, vt) + float64(k)/s.weight
 			vt = math.Max(vt, e.score)
 			e.score = ns
 			score[e.lane] = ns
@@ -530,11 +551,13 @@ func (m *lModel) predict(count int, promote bool) []*lJob {
 		popped[lane] = take
 	}
 	next := map[string]int{}
-	for _, lane := range plan {
-		if p := popped[lane]; next[lane] < len(p) {
-			out = append(out, p[next[lane]])
-			next[lane]++
-			claimedIn[lane]++
+	for _, turn := range plan {
+		for range turn.n {
+			if p := popped[turn.lane]; next[turn.lane] < len(p) {
+				out = append(out, p[next[turn.lane]])
+				next[turn.lane]++
+				claimedIn[turn.lane]++
+			}
 		}
 	}
 	for lane, s := range st {
@@ -1038,7 +1061,7 @@ func (m *lModel) check(t *rapid.T) {
 	require.Equal(t, counted, la, "laneactive counts the lanes' jobs in active")
 	vt := m.vt
 	for lane, s := range gotR {
-		require.LessOrEqual(t, s, vt+1/m.weight(lane), "lane %q at %v, more than a turn ahead of the virtual clock %v", lane, s, vt)
+		require.LessOrEqual(t, s, vt+laneTurn/m.weight(lane), "lane %q at %v, more than a turn ahead of the virtual clock %v", lane, s, vt)
 	}
 }
 

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -46,34 +47,69 @@ func claimN(t *testing.T, b *bus.Bus, queue string, n int) []bus.Job {
 	return jobs
 }
 
-// TestLaneRoundRobin: a claim spans lanes in turn, FIFO inside each lane; a lane that joins
-// later takes its turn at once; the jobs without a lane are one more turn.
+// TestLaneRoundRobin: lanes take turns of at most 32 jobs, FIFO inside each lane: claims of one
+// job alternate lanes job by job, a claim of more than a turn spans lanes, a lane's score grows
+// by the jobs it gave; a lane that joins later takes its turn at the virtual clock, and the jobs
+// without a lane are one more lane.
 func TestLaneRoundRobin(t *testing.T) {
 	t.Parallel()
 	valkeytest.OnTargets(t, func(t *testing.T, tg valkeytest.Target) {
 		ctx, _, b, name, _ := setup(t, tg, bus.Config{})
-		a := enqueueLane(t, b, name, "a", 0, 5, "a")
-		bb := enqueueLane(t, b, name, "b", 0, 2, "b")
-		jobs := claimN(t, b, name, 4)
-		require.Equal(t, "a b a b", lanesOf(jobs))
-		require.Equal(t, []keys.JobID{a[0], bb[0], a[1], bb[1]}, []keys.JobID{jobs[0].ID, jobs[1].ID, jobs[2].ID, jobs[3].ID}, "FIFO inside each lane")
+		a := enqueueLane(t, b, name, "a", 0, 71, "a")
+		bb := enqueueLane(t, b, name, "b", 0, 41, "b")
+		var one []bus.Job
+		for range 2 {
+			one = append(one, claimN(t, b, name, 1)...)
+		}
+		require.Equal(t, "a b", lanesOf(one), "claims of one job alternate")
+		require.Equal(t, []keys.JobID{a[0], bb[0]}, []keys.JobID{one[0].ID, one[1].ID})
+		// a and b at 1: a's turn (the tie goes by name) of 32, b's of 32, a's of 32, then the
+		// claim needs 4 more: b gives them.
+		jobs := claimN(t, b, name, 100)
+		require.Equal(t, "a×32 b×32 a×32 b×4", turnsOf(jobs))
+		var gotA []keys.JobID
+		for _, j := range jobs {
+			if j.Lane == "a" {
+				gotA = append(gotA, j.ID)
+			}
+		}
+		require.Equal(t, a[1:65], gotA, "FIFO inside each lane")
 		enqueueLane(t, b, name, "c", 0, 3, "c")
 		_, err := b.Enqueue(ctx, name, []byte("plain"), nil)
 		require.NoError(t, err)
-		// b is empty; c and the plain job join at the virtual clock (1), before a (2), and ties go
-		// by name: "" (the jobs without a lane) first.
-		jobs = claimN(t, b, name, 6)
-		require.Equal(t, "- c a c a c", lanesOf(jobs))
-		for _, j := range jobs {
+		// The virtual clock is 33 (where a and b began their last turns); c and the plain job join
+		// there, before b (37) and a (65); ties go by name: "" (the jobs without a lane) first.
+		// The empty lanes leave the round robin; a gives the rest.
+		jobs = claimN(t, b, name, 12)
+		require.Equal(t, "-×1 c×3 b×4 a×4", turnsOf(jobs))
+		for _, j := range append(one, jobs...) {
 			require.NoError(t, b.Complete(ctx, j, nil))
 		}
 		c, err := b.Counts(ctx, name)
 		require.NoError(t, err)
-		require.Equal(t, int64(1), c.Pending)
-		require.Equal(t, int64(1), c.InLanes)
-		require.Equal(t, int64(4), c.Active)
-		require.Equal(t, int64(2), c.LanesActive, "a and b have two claimed jobs each")
+		require.Equal(t, int64(2), c.Pending, "a's last two")
+		require.Equal(t, int64(2), c.InLanes)
+		require.Equal(t, int64(100), c.Active)
+		require.Equal(t, int64(2), c.LanesActive, "a and b have claimed jobs")
 	})
+}
+
+// turnsOf is the lanes of the claimed jobs as runs in claim order, "a×32 b×4" ("-" for none).
+func turnsOf(jobs []bus.Job) string {
+	var out []string
+	for i := 0; i < len(jobs); {
+		k := i
+		for k < len(jobs) && jobs[k].Lane == jobs[i].Lane {
+			k++
+		}
+		l := jobs[i].Lane
+		if l == "" {
+			l = "-"
+		}
+		out = append(out, fmt.Sprintf("%s×%d", l, k-i))
+		i = k
+	}
+	return strings.Join(out, " ")
 }
 
 // TestLaneCap: a lane at its cap gives nothing until a slot frees; completing one of its jobs
@@ -86,7 +122,7 @@ func TestLaneCap(t *testing.T) {
 		enqueueLane(t, b, name, "a", 0, 5, "a")
 		enqueueLane(t, b, name, "b", 0, 5, "b")
 		jobs := claimN(t, b, name, 10)
-		require.Equal(t, "a b a b b b b", lanesOf(jobs), "a stops at its cap of 2")
+		require.Equal(t, "a a b b b b b", lanesOf(jobs), "a's turn stops at its cap of 2")
 		info, err := b.Lane(ctx, name, "a")
 		require.NoError(t, err)
 		require.Equal(t, int64(2), info.Active)

@@ -222,7 +222,7 @@ func TestMutatedScriptsFail(t *testing.T) {
 		{"laneclaim taking urgent jobs of a lane at its cap", "laneclaim",
 			"not (s.cap and s.active + s.taken >= s.cap) and can(s.log)", "can(s.log)"},
 		{"laneclaim giving a lane's turn past its cap", "laneclaim",
-			"left <= 0 or (s.cap and s.active + s.taken >= s.cap) then", "left <= 0 then"},
+			"  if s.cap then room = math.min(room, s.cap - s.active - s.taken) end\n", ""},
 		{"reap taking leases that have not expired", "reap",
 			"ZRANGEBYSCORE', KEYS[1], '-inf', now,", "ZRANGEBYSCORE', KEYS[1], '-inf', '+inf',"},
 		{"promote moving jobs before their run-at", "promote",

@@ -76,10 +76,15 @@
 --          TYPE once per call, so a queue without lanes pays one command. A claim takes, in
 --          order: the jobs of urgent, in its order (priority first, then mint order), whose
 --          lane may give work; then, while it needs more, the lane with the lowest score in
---          laneready (ties by name, byte order): one job, the lane's oldest (mint order), after
---          which the lane's score becomes max(score, vt) + 1 / weight and vt (flow field vt, the
---          virtual clock, 0 when absent) becomes max(vt, score). A lane joins laneready at vt,
---          so round robin is the default and a weight of 2 gets twice the turns. The member ""
+--          laneready (ties by name, byte order) takes a turn: it gives its oldest jobs (mint
+--          order), at least one and at most 32 (a turn), as many as the call still needs, its
+--          set holds, its cap and both rates allow, after which the lane's score becomes
+--          max(score, vt) + n / weight, n the jobs it gave, and vt (flow field vt, the virtual
+--          clock, 0 when absent) becomes max(vt, score). A lane joins laneready at vt, so round
+--          robin in turns is the default: over time each lane with waiting work gets the same
+--          share of the claims (a weight of 2 twice the share), and within one claim no lane
+--          gets more than one turn ahead of another. A claim of more jobs than a turn spans
+--          lanes; claims of one job alternate lanes job by job. The member ""
 --          is the queue's own stream (pending), with the lanes' default weight, no cap and no
 --          rate of its own; laneclaim adds it when pending holds jobs. A lane may give work when
 --          it is not paused, not held (its lanewait score, or flow field hold for "", is not
@@ -257,9 +262,17 @@ local freed, actv, vals = {}, {}, {}
 local fin = {} -- the lanes whose count the call changes: lane -> the new count
 local names = {}
 if #ok > 0 and has[10] then
+  local lanes = {} -- FORMAT joblane value -> its lane, false for none
   vals = joblanes(ok)
   for i = 1, #ok do
-    local lane = vals[i] and string.match(vals[i], '^[0-3]:[0-9]+:(.+)$')
+    local v, lane = vals[i], nil
+    if v then -- the jobs of a lane share their value: each one is parsed once
+      lane = lanes[v]
+      if lane == nil then
+        lane = string.match(v, '^[0-3]:[0-9]+:(.+)$') or false
+        lanes[v] = lane
+      end
+    end
     if lane then
       if not freed[lane] then names[#names + 1] = lane end
       freed[lane] = (freed[lane] or 0) + 1
@@ -369,6 +382,7 @@ end
 local MAXCOUNT = 1000
 count = math.min(count, MAXCOUNT)
 local BOUND = count + 64
+local TURN = 32 -- the most jobs a lane gives in one turn (FORMAT lanes)
 local vt = tonumber(flow[6]) or 0
 local vt0 = vt
 local waiting = 0 -- change of flow field waiting
@@ -459,7 +473,7 @@ for i = 1, #adds, 2000 do redis.call('ZADD', KEYS[8], 'NX', unpack(adds, i, math
 -- Plan: which jobs to take, reading only.
 -- laneready is read a page at a time (count + 8 lanes), as the plan needs more; nothing
 -- writes it before the plan is done, so its ranks hold.
-local PAGE = count + 8
+local PAGE = math.ceil(count / TURN) + 8
 local ready = redis.call('ZRANGE', KEYS[8], 0, PAGE - 1, 'WITHSCORES')
 local loaded = #ready / 2
 local uids = {}
@@ -523,7 +537,7 @@ do
     end
   end
   for _, id in ipairs(uids) do note(ulane[id]) end
-  for i = 1, math.min(#ready, 2 * count), 2 do note(ready[i]) end
+  for i = 1, math.min(#ready, 2 * math.ceil(count / TURN) + 2), 2 do note(ready[i]) end
   prefetch(names)
 end
 st[''] = {active = 0, taken = 0, rr = 0, ok = true, weight = defaults.weight or 1, held = hold ~= nil}
@@ -661,10 +675,14 @@ while got < count and not stopped do
   entries[hd] = false
   hd = hd + 1
   local s = lanestate(e.lane)
-  -- A lane's first turn assumes its set holds a job (it is in laneready); later turns count.
+  -- A turn gives up to TURN jobs, as many as the claim still needs and the lane's cap allows.
+  -- A lane's first turn of one job assumes its set holds one (it is in laneready); other
+  -- turns count its jobs.
+  local room = math.min(TURN, count - got)
+  if s.cap then room = math.min(room, s.cap - s.active - s.taken) end
   local left = 1
-  if s.rr > 0 or e.lane == '' then left = count_of(e.lane) - s.rr end
-  if not s.ok or s.paused or s.held or left <= 0 or (s.cap and s.active + s.taken >= s.cap) then
+  if s.rr > 0 or e.lane == '' or room > 1 then left = count_of(e.lane) - s.rr end
+  if not s.ok or s.paused or s.held or left <= 0 or room <= 0 then
     unready[e.lane] = true
   elseif not can(s.log) then
     unready[e.lane] = true
@@ -674,11 +692,23 @@ while got < count and not stopped do
     hd = hd - 1 -- not visited after all: it stays first
     entries[hd] = e
   else
-    take(s)
-    s.rr = s.rr + 1
-    got = got + 1
+    -- The first job is allowed (above); each further one while both rates allow it.
+    room = math.min(room, left)
+    local k = room
+    if s.log or qlog then
+      k = 0
+      repeat
+        take(s)
+        k = k + 1
+      until k >= room or not (can(s.log) and can(qlog))
+    else
+      s.taken = s.taken + k
+    end
+    s.rr = s.rr + k
+    got = got + k
     plan[#plan + 1] = e.lane
-    local ns = math.max(e.score, vt) + 1 / s.weight
+    plan[#plan + 1] = k
+    local ns = math.max(e.score, vt) + k / s.weight
     vt = math.max(vt, e.score)
     e.score = ns
     score[e.lane] = ns
@@ -722,11 +752,14 @@ local function claimRow(id, lane)
   out[#out + 1] = row[2]
   out[#out + 1] = att
   out[#out + 1] = lane
-  claimedIn[lane] = (claimedIn[lane] or 0) + 1
+  return true
 end
 if #urgentTake > 0 then
   redis.call('ZREM', KEYS[11], unpack(urgentTake))
-  for _, id in ipairs(urgentTake) do claimRow(id, ulane[id]) end
+  for _, id in ipairs(urgentTake) do
+    local lane = ulane[id]
+    if claimRow(id, lane) then claimedIn[lane] = (claimedIn[lane] or 0) + 1 end
+  end
 end
 local poppedBy = {}
 for lane, s in pairs(st) do
@@ -747,13 +780,16 @@ for lane, s in pairs(st) do
     poppedBy[lane] = {next = 1, ids = popped}
   end
 end
-for _, lane in ipairs(plan) do -- in the order of the plan
-  local p = poppedBy[lane]
-  local id = p.ids[2 * p.next - 1]
-  if id then
+for i = 1, #plan, 2 do -- in the order of the plan: a lane, how many of its jobs
+  local lane = plan[i]
+  local p, n = poppedBy[lane], 0
+  for _ = 1, plan[i + 1] do
+    local id = p.ids[2 * p.next - 1]
+    if not id then break end
     p.next = p.next + 1
-    claimRow(id, lane)
+    if claimRow(id, lane) then n = n + 1 end
   end
+  claimedIn[lane] = (claimedIn[lane] or 0) + n
 end
 if #gone > 0 and has[10] then redis.call('HDEL', KEYS[10], unpack(gone)) end
 for i = 1, #active, 2000 do redis.call('ZADD', KEYS[2], unpack(active, i, math.min(i + 1999, #active))) end
