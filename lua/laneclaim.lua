@@ -471,9 +471,9 @@ end
 for i = 1, #adds, 2000 do redis.call('ZADD', KEYS[8], 'NX', unpack(adds, i, math.min(i + 1999, #adds))) end
 
 -- Plan: which jobs to take, reading only.
--- laneready is read a page at a time (count + 8 lanes), as the plan needs more; nothing
--- writes it before the plan is done, so its ranks hold.
-local PAGE = math.ceil(count / TURN) + 8
+-- laneready is read a page at a time (as many lanes as full turns would serve, plus 2), as
+-- the plan needs more; nothing writes it before the plan is done, so its ranks hold.
+local PAGE = math.ceil(count / TURN) + 2
 local ready = redis.call('ZRANGE', KEYS[8], 0, PAGE - 1, 'WITHSCORES')
 local loaded = #ready / 2
 local uids = {}
@@ -487,8 +487,8 @@ if #uids > 0 then
   end
 end
 -- Each lane's state, read the first time the plan looks at the lane: its limits, its count,
--- its hold. The lanes the plan will most likely visit (those of urgent, and as many of
--- laneready's head as the call claims) are read up front, three commands for all of them.
+-- its hold. The lanes the plan will most likely visit (those of urgent, and those of
+-- the first page of laneready) are read up front, three commands for all of them.
 local st = {}
 local function state(lane, own, act, held)
   local o = limits(own)
@@ -537,7 +537,7 @@ do
     end
   end
   for _, id in ipairs(uids) do note(ulane[id]) end
-  for i = 1, math.min(#ready, 2 * math.ceil(count / TURN) + 2), 2 do note(ready[i]) end
+  for i = 1, #ready, 2 do note(ready[i]) end
   prefetch(names)
 end
 st[''] = {active = 0, taken = 0, rr = 0, ok = true, weight = defaults.weight or 1, held = hold ~= nil}
