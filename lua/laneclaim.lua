@@ -213,9 +213,15 @@ else
   e = kind(3, redis.call('TYPE', KEYS[3])['ok'], 'zset')
   if e then return redis.error_reply(e) end
 end
-local waitdue = redis.pcall('ZRANGEBYSCORE', KEYS[9], '-inf', now, 'LIMIT', 0, 64)
-if failed(waitdue) then return redis.error_reply(kind(9, redis.call('TYPE', KEYS[9])['ok'], 'zset') or waitdue['err']) end
-has[9] = #waitdue > 0 or redis.call('EXISTS', KEYS[9]) == 1
+-- lanewait's head, soonest first: the lanes among them whose moment came are due (64 at most).
+local waithead = redis.pcall('ZRANGE', KEYS[9], 0, 63, 'WITHSCORES')
+if failed(waithead) then return redis.error_reply(kind(9, redis.call('TYPE', KEYS[9])['ok'], 'zset') or waithead['err']) end
+has[9] = #waithead > 0
+local waitdue = {}
+for i = 1, #waithead, 2 do
+  if tonumber(waithead[i + 1]) > now then break end
+  waitdue[#waitdue + 1] = waithead[i]
+end
 -- The finished jobs: read every row (one HMGET each) before the first write, as completemany.
 local ok, refused, retired, again = {}, {}, {}, {}
 for i = 1, n do
@@ -865,14 +871,26 @@ end
 if #rem > 0 then redis.call('ZREM', KEYS[8], unpack(rem)) end
 if #zadd > 0 then redis.call('ZADD', KEYS[8], unpack(zadd)) end
 if #wadd > 0 then redis.call('ZADD', KEYS[9], unpack(wadd)) end
+-- flow's waiting and vt, in one HSET and one HDEL at most: waiting was read with the rest of
+-- flow, and nothing else in the call writes it.
+local fset, fdel = {}, {}
 if waiting ~= 0 then
-  if redis.call('HINCRBY', KEYS[5], 'waiting', waiting) <= 0 then redis.call('HDEL', KEYS[5], 'waiting') end
+  local w = (tonumber(flow[7]) or 0) + waiting
+  if w > 0 then
+    fset[#fset + 1] = 'waiting'
+    fset[#fset + 1] = string.format('%d', w)
+  else
+    fdel[#fdel + 1] = 'waiting'
+  end
 end
 if #zadd == 0 and redis.call('EXISTS', KEYS[8]) == 0 then -- laneready holds the lanes just scored
-  if vt0 ~= 0 then redis.call('HDEL', KEYS[5], 'vt') end
+  if vt0 ~= 0 then fdel[#fdel + 1] = 'vt' end
 elseif vt ~= vt0 then
-  redis.call('HSET', KEYS[5], 'vt', vt)
+  fset[#fset + 1] = 'vt'
+  fset[#fset + 1] = vt
 end
+if #fset > 0 then redis.call('HSET', KEYS[5], unpack(fset)) end
+if #fdel > 0 then redis.call('HDEL', KEYS[5], unpack(fdel)) end
 -- When the next work is due: read only when the call claimed fewer than count.
 local wait = -1
 if short then
