@@ -95,7 +95,10 @@
 --          per and burst go together. Flow field lanesince (server ms, written by flowset when
 --          the lanes' default rate changes, deleted when it is cleared) starts the default rate
 --          afresh: a lane on the default rate counts no entry of its lanelog whose claim time
---          is earlier than lanesince (an absent or non-numeric lanesince: every entry counts).
+--          is not later than lanesince (an absent or non-numeric lanesince: every entry
+--          counts). A claim in the millisecond of the change cannot be told from one before
+--          it, and is forgotten too: counted, an old rate's claim would hold the lane by the
+--          old rate.
 --          One call visits at most count + 64 jobs of urgent
 --          (those whose lane may not give work use up none of what follows), then at most
 --          count + 64 lanes. When laneready is left empty vt is deleted; when the queue keeps
@@ -563,7 +566,7 @@ local function load(g)
   if g.lane then key = base .. 'lanelog:' .. g.lane end
   local head = redis.call('LINDEX', key, 0)
   g.tat0 = tonumber(string.match(head or '', ':([0-9.]+)$'))
-  if g.since and (tonumber(string.match(head or '', '^([0-9]+):')) or 0) < g.since then g.tat0 = nil end
+  if g.since and (tonumber(string.match(head or '', '^([0-9]+):')) or 0) <= g.since then g.tat0 = nil end
   g.tat = g.tat0
 end
 -- can reports whether a rate allows one more claim now; when not, g.next is the ms from
@@ -584,7 +587,7 @@ local function can(g)
   local key = base .. 'flowlog'
   if g.lane then key = base .. 'lanelog:' .. g.lane end
   local v = tonumber(string.match(redis.call('LINDEX', key, idx) or '', '^([0-9]+)'))
-  if v and v > now - w and not (g.since and v < g.since) then
+  if v and v > now - w and not (g.since and v <= g.since) then
     g.next = math.ceil(v + w)
     return false
   end
@@ -820,7 +823,7 @@ local function push(g, n)
     free = now + w
   else
     local v = tonumber(string.match(redis.call('LINDEX', key, idx) or '', '^([0-9]+)'))
-    if v and v > now - w and not (g.since and v < g.since) then free = v + w end
+    if v and v > now - w and not (g.since and v <= g.since) then free = v + w end
   end
   if free and tat - tau < free then tat = free + tau end
   entries[n] = tat
