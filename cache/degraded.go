@@ -49,7 +49,7 @@ func (t *Table[K, V]) degradedGet(ctx context.Context, id K, idStr string, cause
 	var zero V
 	t.cs.enterDegraded(t.c.log, cause)
 	g := t.gens.read(stripeOf(id, t.ops)) // before the load: an invalidation after it refuses the install
-	ch := t.dsf.DoChan(idStr, func() (any, error) { return t.degradedLoad(ctx, id, idStr, g) })
+	ch := t.dsf.DoChan(flightKey(idStr, g), func() (any, error) { return t.degradedLoad(ctx, id, idStr, g) })
 	select {
 	case r := <-ch:
 		if r.Err != nil {

@@ -19,7 +19,8 @@
 //     many goroutines and processes miss one id at once, the loader runs once, and a filler
 //     that dies is taken over when its lease expires. The filler writes the row only while
 //     its lease is still there (the cache_fill script), so a load that an invalidation
-//     overtook never lands.
+//     overtook never lands, and a Get that begins after an invalidation never joins a fill
+//     begun before it (read-your-own-writes holds under concurrent fills).
 //
 // Around that: rows are written with TTL minus a random jitter; a loader answering
 // [ErrNotFound] is remembered for the table's NegativeTTL; [Table.GetMany] serves many ids

@@ -5,14 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/echocache/echocache/internal/panics"
 )
 
 // fill is the part of a miss that may call the loader. Inside the process it is
-// single-flight per id (x/sync/singleflight); across processes a fill lease in the row does
-// the same. rd is the read of the row the miss made: the flight's leader acts on it instead
+// single-flight per id among the callers whose reads began in one generation (flightKey: a
+// caller that read after an invalidation of the id does not join a fill begun before it);
+// across processes a fill lease in the row does the same. rd is the read of the row the miss made: the flight's leader acts on it instead
 // of reading the row again (a joiner's read is not needed). ctx bounds only this caller's
 // wait: the fill runs detached from it, so one caller giving up does not spoil the fill for
 // the others.
@@ -27,13 +29,13 @@ func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fill
 	if ctx.Done() == nil && t.hookJoined == nil {
 		// A caller that cannot give up runs (or joins) the fill on its own goroutine, as
 		// groupcache does: no goroutine to start and switch to on a cold miss.
-		v, err, _ := t.sf.Do(idStr, func() (any, error) { return t.fillFlight(ctx, id, idStr, key, rd) })
+		v, err, _ := t.sf.Do(flightKey(idStr, rd.g), func() (any, error) { return t.fillFlight(ctx, id, idStr, key, rd) })
 		if err != nil {
 			return zero, err
 		}
 		return *v.(*V), nil
 	}
-	ch := t.sf.DoChan(idStr, func() (any, error) { return t.fillFlight(ctx, id, idStr, key, rd) })
+	ch := t.sf.DoChan(flightKey(idStr, rd.g), func() (any, error) { return t.fillFlight(ctx, id, idStr, key, rd) })
 	if t.hookJoined != nil {
 		t.hookJoined(idStr)
 	}
@@ -47,6 +49,21 @@ func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fill
 		// The fill goes on for the others; this caller's error says what it waited for.
 		return zero, fmt.Errorf("cache: table %s: waiting for the fill of %q: %w", t.spec.Name, idStr, ctx.Err())
 	}
+}
+
+// flightKey is the single-flight key of a fill of idStr whose read began at generation g. A
+// caller joins only a flight of its own generation: a flight begun before an invalidation may
+// have loaded the value the invalidation replaced, and a caller that read after it (the
+// writer's own next Get among them) must not be handed that value. Callers of one generation
+// share one load, as before.
+func flightKey(idStr string, g gen) string {
+	b := make([]byte, 0, len(idStr)+24)
+	b = append(b, idStr...)
+	b = append(b, 0)
+	b = strconv.AppendUint(b, g.epoch, 36)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, g.n, 36)
+	return string(b)
 }
 
 // fillRead is a read of the row that a fill acts on: the reply, the id's generation read

@@ -6,7 +6,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/echocache/echocache/cache"
@@ -60,4 +62,56 @@ func TestInvalidateReadsOwnWriteUnderFills(t *testing.T) {
 	}
 	st := tbl.Stats()
 	require.Positive(t, st.L1Hits, "readers were served from L1 between the writes")
+}
+
+// TestGetAfterInvalidateStartsItsOwnFill: a fill begun before an Invalidate loads the value
+// the invalidation replaces; the writer's next Get, which begins after it, must not join that
+// fill and be handed its value, but load afresh. Fills of one generation still share a load.
+func TestGetAfterInvalidateStartsItsOwnFill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var truth, calls atomic.Int64
+	release := make(chan struct{})
+	load := func(context.Context, string) (user, error) {
+		v := truth.Load()
+		if calls.Add(1) == 1 {
+			<-release // the first fill's loader read the truth, and is slow to return
+		}
+		return user{Name: strconv.FormatInt(v, 10)}, nil
+	}
+	c, err := cache.New(valkeytest.Shared(t).Client(t), cache.Config{})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	tbl, err := cache.NewTable(c, tables.Spec{Name: tableName(t), L2Timeout: relaxedL2}, load, nil)
+	require.NoError(t, err)
+	joined := make(chan struct{}, 4)
+	tbl.SetHookJoined(func(string) { joined <- struct{}{} })
+
+	first := make(chan user, 1)
+	go func() {
+		u, err := tbl.Get(ctx, "k")
+		assert.NoError(t, err)
+		first <- u
+	}()
+	<-joined
+	valkeytest.Eventually(t, 5*time.Second, "the first fill's loader to run", func() bool { return calls.Load() == 1 })
+	truth.Store(1)
+	require.NoError(t, tbl.Invalidate(ctx, "k"))
+	mine := make(chan user, 1)
+	go func() {
+		u, err := tbl.Get(ctx, "k")
+		assert.NoError(t, err)
+		mine <- u
+	}()
+	<-joined
+	select {
+	case u := <-mine:
+		require.Equal(t, "1", u.Name, "the writer's Get after its Invalidate")
+	case <-time.After(2 * time.Second):
+		close(release)
+		t.Fatalf("the writer's Get after its Invalidate waited on the fill begun before it, and got %q", (<-mine).Name)
+	}
+	close(release)
+	require.Equal(t, "0", (<-first).Name, "the first fill serves its own caller what it loaded")
+	require.Equal(t, int64(2), calls.Load())
 }

@@ -75,8 +75,8 @@ type Table[K ID, V any] struct {
 	// version reads a value's version (TableOpts.Version); nil for an unversioned table.
 	version func(V) uint64
 
-	sf  singleflight.Group // fills, keyed by id
-	dsf singleflight.Group // degraded loads, keyed by id
+	sf  singleflight.Group // fills, keyed by id and generation (flightKey)
+	dsf singleflight.Group // degraded loads, keyed by id and generation (flightKey)
 	// degradedSlots bounds the degraded loads running at once (DegradedLoads).
 	degradedSlots chan struct{}
 	gens          generations
