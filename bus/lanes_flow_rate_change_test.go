@@ -1,6 +1,7 @@
 package bus_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -57,6 +58,20 @@ func TestLaneQueueLimitsRateChangeApplies(t *testing.T) {
 		require.Equal(t, "def own", sortedLanes(claimN(t, b, name, 4)))
 		require.NoError(t, b.SetQueueLimits(ctx, name, bus.QueueLimits{Lanes: bus.LaneLimits{Rate: fast}}))
 		require.Equal(t, "def", lanesOf(claimN(t, b, name, 4)), "own keeps its own rate's hold")
+	})
+	t.Run("claims in the change's millisecond count", func(t *testing.T) {
+		// The log entries of lanesince's own millisecond are forgotten (one of them could be the
+		// old rate's), so the claims the new rate makes in it are logged as of the next one and
+		// count. lanesince is set a minute ahead here, a stand-in for that millisecond: a burst
+		// of 5 is 5 claims however they are split, here 2 (all that waited) and then 3.
+		t.Parallel()
+		ctx, c, b, name, q := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+		require.NoError(t, b.SetQueueLimits(ctx, name, bus.QueueLimits{Lanes: bus.LaneLimits{Rate: bus.Rate{Limit: 1, Per: time.Hour, Burst: 5}}}))
+		require.NoError(t, c.Do(ctx, c.B().Hset().Key(q.Flow()).FieldValue().FieldValue("lanesince", strconv.FormatInt(serverMillis(t, c)+60_000, 10)).Build()).Error())
+		enqueueLane(t, b, name, "x", 0, 2, "x")
+		require.Len(t, claimN(t, b, name, 10), 2, "all that waited")
+		enqueueLane(t, b, name, "x", 0, 10, "y")
+		require.Len(t, claimN(t, b, name, 10), 3, "the rest of the burst")
 	})
 	t.Run("lane in no set", func(t *testing.T) {
 		// A lane whose one job was claimed and completed, and that a later claim found empty,

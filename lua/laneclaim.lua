@@ -96,9 +96,9 @@
 --          the lanes' default rate changes, deleted when it is cleared) starts the default rate
 --          afresh: a lane on the default rate counts no entry of its lanelog whose claim time
 --          is not later than lanesince (an absent or non-numeric lanesince: every entry
---          counts). A claim in the millisecond of the change cannot be told from one before
---          it, and is forgotten too: counted, an old rate's claim would hold the lane by the
---          old rate.
+--          counts); a claim it makes in lanesince's own millisecond is logged as made in the
+--          next one, since an entry of that millisecond could be the old rate's and is
+--          forgotten.
 --          One call visits at most count + 64 jobs of urgent
 --          (those whose lane may not give work use up none of what follows), then at most
 --          count + 64 lanes. When laneready is left empty vt is deleted; when the queue keeps
@@ -644,13 +644,41 @@ local function before(s1, a, s2, b)
   return #a < #b
 end
 local entries, hd = {}, 1 -- the lanes still to visit are entries[hd..], in score order
-local horizon = math.huge
--- page appends the lanes of a page of laneready; a lane whose score passes the last loaded
--- one's (the horizon) waits for the next page, behind the lanes not yet loaded.
+-- While laneready has lanes not loaded yet, edgeScore and edgeLane are the last loaded one's:
+-- the lanes not loaded all come after it. A served lane whose new place is after the edge
+-- waits in later (in score order) until the next page tells where it goes.
+local edgeScore, edgeLane
+local later = {}
+local function insert(list, from, e) -- into list[from..], in score order: a binary search
+  local lo, hi = from, #list + 1
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if before(e.score, e.lane, list[mid].score, list[mid].lane) then hi = mid else lo = mid + 1 end
+  end
+  table.insert(list, lo, e)
+end
+-- page makes the lanes of a page of laneready, with those of later that come before its edge
+-- (all of them after the last page), the lanes to visit.
 local function page(list)
-  for i = 1, #list, 2 do entries[#entries + 1] = {lane = list[i], score = tonumber(list[i + 1])} end
-  horizon = math.huge
-  if #list / 2 >= PAGE then horizon = entries[#entries].score end
+  local fresh = {}
+  for i = 1, #list, 2 do fresh[#fresh + 1] = {lane = list[i], score = tonumber(list[i + 1])} end
+  edgeScore, edgeLane = nil, nil
+  if #list / 2 >= PAGE then edgeScore, edgeLane = fresh[#fresh].score, fresh[#fresh].lane end
+  entries, hd = {}, 1
+  local keep, i = {}, 1
+  for _, l in ipairs(later) do
+    if edgeLane and not before(l.score, l.lane, edgeScore, edgeLane) then
+      keep[#keep + 1] = l
+    else
+      while fresh[i] and before(fresh[i].score, fresh[i].lane, l.score, l.lane) do
+        entries[#entries + 1] = fresh[i]
+        i = i + 1
+      end
+      entries[#entries + 1] = l
+    end
+  end
+  for k = i, #fresh do entries[#entries + 1] = fresh[k] end
+  later = keep
 end
 page(ready)
 local unready, score, waitAt, plan = {}, {}, {}, {}
@@ -669,7 +697,7 @@ local function count_of(lane)
 end
 while got < count and not stopped do
   if hd > #entries then
-    if horizon == math.huge then break end
+    if not edgeLane then break end -- every lane is loaded, and every served one is in entries
     local list = redis.call('ZRANGE', KEYS[8], loaded, loaded + PAGE - 1, 'WITHSCORES')
     loaded = loaded + #list / 2
     page(list)
@@ -721,18 +749,14 @@ while got < count and not stopped do
     vt = math.max(vt, e.score)
     e.score = ns
     score[e.lane] = ns
-    if ns <= horizon then -- back in score order: a binary search for its place
-      local lo, hi = hd, #entries + 1
-      while lo < hi do
-        local mid = math.floor((lo + hi) / 2)
-        if before(ns, e.lane, entries[mid].score, entries[mid].lane) then hi = mid else lo = mid + 1 end
-      end
-      table.insert(entries, lo, e)
+    if not edgeLane or before(ns, e.lane, edgeScore, edgeLane) then
+      insert(entries, hd, e)
+    else
+      insert(later, 1, e)
     end
   end
 end
 
-if horizon < math.huge and hd > #entries and got < count then short = true end -- lanes beyond the bound
 
 -- Write: pop what the plan took, claim the rows, account the lanes.
 local out = {1, -1, 0, #ok, refused}
@@ -809,6 +833,8 @@ for i = 1, #active, 2000 do redis.call('ZADD', KEYS[2], unpack(active, i, math.m
 local function push(g, n)
   if not g or n == 0 then return end
   local w, tau = g.b * g.t, (g.b - 1) * g.t
+  local at = now -- after a change of the default rate, never in its millisecond (FORMAT lanes)
+  if g.since and at <= g.since then at = g.since + 1 end
   local tat = g.tat0
   local entries = {}
   for i = 1, n do
@@ -820,14 +846,14 @@ local function push(g, n)
   local free
   local idx = g.b - 1 - n
   if idx < 0 then
-    free = now + w
+    free = at + w
   else
     local v = tonumber(string.match(redis.call('LINDEX', key, idx) or '', '^([0-9]+)'))
     if v and v > now - w and not (g.since and v <= g.since) then free = v + w end
   end
   if free and tat - tau < free then tat = free + tau end
   entries[n] = tat
-  for i = 1, n do entries[i] = now .. ':' .. string.format('%.3f', entries[i]) end
+  for i = 1, n do entries[i] = at .. ':' .. string.format('%.3f', entries[i]) end
   redis.call('LPUSH', key, unpack(entries))
   redis.call('LTRIM', key, 0, g.b - 1)
   redis.call('PEXPIRE', key, math.ceil(math.max(w, tat - now)) + 1)
