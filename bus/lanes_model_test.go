@@ -279,7 +279,7 @@ func before(s1 float64, a string, s2 float64, b string) bool {
 
 // claim predicts laneclaim (or claim, for a queue without lane state) and compares.
 func (m *lModel) claim(t *rapid.T) {
-	count := rapid.IntRange(1, 4).Draw(t, "count")
+	count := rapid.IntRange(1, 8).Draw(t, "count")
 	short := rapid.Bool().Draw(t, "short lease")
 	promote := rapid.Bool().Draw(t, "promote")
 	if m.uncertain() {
