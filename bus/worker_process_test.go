@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,9 +95,26 @@ func TestWorkerProcess(t *testing.T) {
 		if logAll && e.Type != bus.JobClaimed {
 			cmds = append(cmds, c.B().Rpush().Key(queue+".log."+name).Element(fmt.Sprintf("%s %s %d", e.Type, e.Job.ID, e.Job.Token)).Build())
 		}
-		for _, r := range c.DoMulti(ctx, cmds...) {
-			if err := r.Error(); err != nil {
-				fmt.Fprintf(os.Stderr, "worker %s: recording %s of %s: %v\n", name, e.Type, e.Job.ID, err)
+		// A worker resumed after SIGSTOP may find the dial deadline of a connection passed while
+		// it was stopped (a CI run lost a record to "dial tcp: i/o timeout"): the record is the
+		// test's instrument, so a command whose connection could not be dialled, and so was
+		// never sent, is sent again (the commands are pinned to be sent more than once).
+		for i := range cmds {
+			cmds[i] = cmds[i].Pin()
+		}
+		for attempt := 1; len(cmds) > 0; attempt++ {
+			var again valkey.Commands
+			for i, r := range c.DoMulti(ctx, cmds...) {
+				if err := r.Error(); err != nil {
+					fmt.Fprintf(os.Stderr, "worker %s: recording %s of %s (attempt %d): %v\n", name, e.Type, e.Job.ID, attempt, err)
+					var op *net.OpError
+					if errors.As(err, &op) && op.Op == "dial" && attempt < 5 {
+						again = append(again, cmds[i])
+					}
+				}
+			}
+			if cmds = again; len(cmds) > 0 {
+				time.Sleep(50 * time.Millisecond)
 			}
 		}
 	}
