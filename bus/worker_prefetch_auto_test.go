@@ -25,22 +25,10 @@ func TestWorkerPrefetchAutoFast(t *testing.T) {
 	ctx := context.Background()
 	name := valkeytest.TestName(t)
 	const concurrency = 4
-	hold := &gate{ch: make(chan struct{})}
-	enqueueTasks(t, b, name, "fast", 2000, "")
-	w := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency}, func(w *bus.Worker) {
-		bus.MustHandle(w, "fast", func(context.Context, *bus.Task[args]) error { return nil }, nil)
-		bus.MustHandle(w, "hold", func(ctx context.Context, _ *bus.Task[args]) error { return hold.wait(ctx) }, nil)
-	})
-	t.Cleanup(hold.open) // before the worker's Close, which waits for the handlers
-	drained(t, b, name, time.Minute)
+	w, hold := learnedWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency}, 2000, nil)
 	require.Equal(t, concurrency, w.Stats().Prefetch, "no-op handlers: a buffer as large as the slots")
 
-	enqueueTasks(t, b, name, "hold", 3*concurrency, "")
-	valkeytest.Eventually(t, time.Minute, "the worker to hold its slots and its buffer", func() bool {
-		cs, err := b.Counts(ctx, name)
-		require.NoError(t, err)
-		return cs.Active == 2*concurrency
-	})
+	holdSlotsAndBuffer(t, b, name, concurrency)
 	time.Sleep(50 * time.Millisecond) // the worker claims no more than that meanwhile
 	cs, err := b.Counts(ctx, name)
 	require.NoError(t, err)
@@ -103,23 +91,11 @@ func TestWorkerPrefetchAutoStall(t *testing.T) {
 	ctx := context.Background()
 	name := valkeytest.TestName(t)
 	const concurrency = 4
-	hold := &gate{ch: make(chan struct{})}
-	enqueueTasks(t, b, name, "fast", 2000, "")
-	first := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency, Lease: 900 * time.Millisecond}, func(w *bus.Worker) {
-		bus.MustHandle(w, "fast", func(context.Context, *bus.Task[args]) error { return nil }, nil)
-		bus.MustHandle(w, "hold", func(ctx context.Context, _ *bus.Task[args]) error { return hold.wait(ctx) }, nil)
-	})
-	t.Cleanup(hold.open) // before the worker's Close, which waits for the handlers
-	drained(t, b, name, time.Minute)
+	first, hold := learnedWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: concurrency, Lease: 900 * time.Millisecond}, 2000, nil)
 	require.Equal(t, concurrency, first.Stats().Prefetch)
 	time.Sleep(1200 * time.Millisecond) // idle for longer than a stall: no stall all the same
 
-	enqueueTasks(t, b, name, "hold", 3*concurrency, "")
-	valkeytest.Eventually(t, time.Minute, "the worker to hold its slots and its buffer", func() bool {
-		cs, err := b.Counts(ctx, name)
-		require.NoError(t, err)
-		return cs.Active == 2*concurrency
-	})
+	holdSlotsAndBuffer(t, b, name, concurrency)
 	time.Sleep(500 * time.Millisecond) // more than a heartbeat interval (300 ms), less than a stall
 	require.Zero(t, first.Stats().HandedBack, "jobs claimed after an idle spell are not stalled ones")
 	valkeytest.Eventually(t, time.Minute, "the buffered jobs to be handed back", func() bool {
@@ -168,11 +144,9 @@ func TestWorkerPrefetchAutoStallCancelled(t *testing.T) {
 	b := newBus(t, c, bus.Config{})
 	ctx := context.Background()
 	name := valkeytest.TestName(t)
-	hold := &gate{ch: make(chan struct{})}
-	enqueueTasks(t, b, name, "fast", 500, "")
 	var running atomic.Value
 	var cancelled atomic.Bool
-	first := startWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: 1, Lease: 3 * time.Second, HousekeepInterval: -1,
+	first, hold := learnedWorker(t, b, bus.WorkerConfig{Queue: name, Concurrency: 1, Lease: 3 * time.Second, HousekeepInterval: -1,
 		OnEvent: func(e bus.JobEvent) {
 			// Heartbeat 1 s, stall 1 s: the release comes with a later heartbeat; the buffered
 			// job is cancelled after the first extend that renewed it.
@@ -186,15 +160,7 @@ func TestWorkerPrefetchAutoStallCancelled(t *testing.T) {
 					}
 				}()
 			}
-		}}, func(w *bus.Worker) {
-		bus.MustHandle(w, "fast", func(context.Context, *bus.Task[args]) error { return nil }, nil)
-		bus.MustHandle(w, "hold", func(ctx context.Context, task *bus.Task[args]) error {
-			running.Store(task.Job.ID)
-			return hold.wait(ctx)
-		}, nil)
-	})
-	t.Cleanup(hold.open) // before the worker's Close, which waits for the handlers
-	drained(t, b, name, time.Minute)
+		}}, 500, func(task *bus.Task[args]) { running.Store(task.Job.ID) })
 	require.Equal(t, 1, first.Stats().Prefetch)
 	enqueueTasks(t, b, name, "hold", 2, "")
 	valkeytest.Eventually(t, 10*time.Second, "the cancel and the release", func() bool {
@@ -210,6 +176,39 @@ func TestWorkerPrefetchAutoStallCancelled(t *testing.T) {
 	require.EqualValues(t, 1, s.Cancelled)
 	require.EqualValues(t, 1, cs.Dead, "the cancelled job went to dead at once")
 	require.EqualValues(t, 1, cs.Active, "only the running job is held")
+}
+
+// learnedWorker starts a worker of cfg that handles "fast" (a no-op) and "hold" (calls onHold
+// when set, then waits on the gate it returns, which opens before the worker's Close), and
+// runs fast no-op jobs through it so that its automatic buffer has learned their times.
+func learnedWorker(t *testing.T, b *bus.Bus, cfg bus.WorkerConfig, fast int, onHold func(*bus.Task[args])) (*bus.Worker, *gate) {
+	t.Helper()
+	hold := &gate{ch: make(chan struct{})}
+	enqueueTasks(t, b, cfg.Queue, "fast", fast, "")
+	w := startWorker(t, b, cfg, func(w *bus.Worker) {
+		bus.MustHandle(w, "fast", func(context.Context, *bus.Task[args]) error { return nil }, nil)
+		bus.MustHandle(w, "hold", func(ctx context.Context, task *bus.Task[args]) error {
+			if onHold != nil {
+				onHold(task)
+			}
+			return hold.wait(ctx)
+		}, nil)
+	})
+	t.Cleanup(hold.open) // before the worker's Close, which waits for the handlers
+	drained(t, b, cfg.Queue, time.Minute)
+	return w, hold
+}
+
+// holdSlotsAndBuffer enqueues 3 × concurrency jobs that hold, and waits until the worker holds
+// 2 × concurrency of them: its slots and its buffer.
+func holdSlotsAndBuffer(t *testing.T, b *bus.Bus, queue string, concurrency int) {
+	t.Helper()
+	enqueueTasks(t, b, queue, "hold", 3*concurrency, "")
+	valkeytest.Eventually(t, time.Minute, "the worker to hold its slots and its buffer", func() bool {
+		cs, err := b.Counts(context.Background(), queue)
+		require.NoError(t, err)
+		return cs.Active == int64(2*concurrency)
+	})
 }
 
 // gate holds the handlers that wait on it until it opens, or until their context ends.

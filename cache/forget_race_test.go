@@ -86,24 +86,22 @@ func TestGetAfterInvalidateStartsItsOwnFill(t *testing.T) {
 	require.NoError(t, err)
 	joined := make(chan struct{}, 4)
 	tbl.SetHookJoined(func(string) { joined <- struct{}{} })
+	get := func() <-chan user { // a Get of "k" on its own goroutine, once it joined a fill
+		out := make(chan user, 1)
+		go func() {
+			u, err := tbl.Get(ctx, "k")
+			assert.NoError(t, err)
+			out <- u
+		}()
+		<-joined
+		return out
+	}
 
-	first := make(chan user, 1)
-	go func() {
-		u, err := tbl.Get(ctx, "k")
-		assert.NoError(t, err)
-		first <- u
-	}()
-	<-joined
+	first := get()
 	valkeytest.Eventually(t, 5*time.Second, "the first fill's loader to run", func() bool { return calls.Load() == 1 })
 	truth.Store(1)
 	require.NoError(t, tbl.Invalidate(ctx, "k"))
-	mine := make(chan user, 1)
-	go func() {
-		u, err := tbl.Get(ctx, "k")
-		assert.NoError(t, err)
-		mine <- u
-	}()
-	<-joined
+	mine := get()
 	select {
 	case u := <-mine:
 		require.Equal(t, "1", u.Name, "the writer's Get after its Invalidate")
