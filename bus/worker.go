@@ -67,8 +67,10 @@ type WorkerConfig struct {
 	// server and in the worker, against none.
 	Prefetch int
 	// Lease is the lease of a claim and what heartbeats renew a job to (a kind may name its
-	// own, [HandlerOpts.Lease]). A crashed worker's jobs run again after it. Default the
-	// bus's Config.Lease (30 s).
+	// own, [HandlerOpts.Lease]). A crashed worker's jobs run again after it. The shortest
+	// lease also bounds each round trip of the worker to the server: half of it, from 1 s to
+	// 10 s, so a node that stops answering holds the worker up for less than a lease. Default
+	// the bus's Config.Lease (30 s).
 	Lease time.Duration
 	// HeartbeatInterval is how often one batched extend renews every lease the worker holds.
 	// It must be shorter than the Lease of the worker and of every kind. Default a third of
@@ -206,19 +208,20 @@ type Worker struct {
 	closed   bool
 
 	// Set by Start.
-	wake       chan string   // the blocker's answers: the marker popped (wakeWork after an error), "" for a timeout
-	blockReq   chan struct{} // the loop asks the blocker to block once
-	stop       chan struct{} // closed by Close: stop claiming, drain
-	hard       chan struct{} // closed when Close's deadline passed: cancel the handlers
-	done       chan struct{} // closed when every goroutine of the worker has ended
-	stopOnce   sync.Once
-	hardOnce   sync.Once
-	blockCtx   context.Context // cancelled when the worker drains: aborts a blocked BLPOP
-	hardCtx    context.Context // cancelled handBackTimeout after hard: cuts a round trip short
-	hardCancel context.CancelFunc
-	blockStop  context.CancelFunc
-	beatEvery  time.Duration // the heartbeat's interval
-	reporter   *reporter     // lists the queue, publishes the stats (worker_report.go)
+	wake        chan string   // the blocker's answers: the marker popped (wakeWork after an error), "" for a timeout
+	blockReq    chan struct{} // the loop asks the blocker to block once
+	stop        chan struct{} // closed by Close: stop claiming, drain
+	hard        chan struct{} // closed when Close's deadline passed: cancel the handlers
+	done        chan struct{} // closed when every goroutine of the worker has ended
+	stopOnce    sync.Once
+	hardOnce    sync.Once
+	blockCtx    context.Context // cancelled when the worker drains: aborts a blocked BLPOP
+	hardCtx     context.Context // cancelled handBackTimeout after hard: cuts a round trip short
+	hardCancel  context.CancelFunc
+	blockStop   context.CancelFunc
+	beatEvery   time.Duration // the heartbeat's interval
+	tripTimeout time.Duration // bounds one round trip of the loop (tripBound)
+	reporter    *reporter     // lists the queue, publishes the stats (worker_report.go)
 
 	// Precomputed KEYS of the scripts the loop runs (completeclaim's are claim's).
 	kClaim, kCompleteMany, kFail, kSnooze, kExtend, kReap, kPromote, kDue []string
@@ -327,6 +330,7 @@ func (w *Worker) Start() error {
 	}
 	w.started = true
 	w.beatEvery = w.heartbeatInterval()
+	w.tripTimeout = w.tripBound()
 	w.wake = make(chan string, 1)
 	w.blockReq = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
@@ -354,11 +358,25 @@ func (w *Worker) heartbeatInterval() time.Duration {
 	if w.cfg.HeartbeatInterval > 0 {
 		return max(w.cfg.HeartbeatInterval, minBeat)
 	}
+	return max(w.shortestLease()/3, minBeat)
+}
+
+// tripBound is how long one round trip of the loop may take: half the shortest lease, from
+// minTripTimeout to maxTripTimeout. Replies are applied in the order their round trips were
+// sent, so one sent to a node that stopped answering (paused, cut off, failed over) holds
+// back the replies of the next, and with them the jobs those claimed, whose leases run
+// meanwhile; past half a lease its own extends come too late to matter anyway.
+func (w *Worker) tripBound() time.Duration {
+	return min(max(w.shortestLease()/2, minTripTimeout), maxTripTimeout)
+}
+
+// shortestLease is the shortest lease of the worker and its kinds.
+func (w *Worker) shortestLease() time.Duration {
 	shortest := w.cfg.Lease
 	for _, h := range w.handlers {
 		shortest = min(shortest, h.lease)
 	}
-	return max(shortest/3, minBeat)
+	return shortest
 }
 
 // Close stops the worker: it stops claiming, lets running handlers finish and sends their

@@ -10,8 +10,10 @@ import (
 
 // Internal bounds of the worker's loop.
 const (
-	// roundTripTimeout bounds one pipelined round trip of the loop.
-	roundTripTimeout = 10 * time.Second
+	// maxTripTimeout and minTripTimeout bound the time one pipelined round trip of the loop
+	// may take (Worker.tripTimeout, half the shortest lease between them).
+	maxTripTimeout = 10 * time.Second
+	minTripTimeout = time.Second
 	// handBackTimeout bounds the round trips sent after Close's deadline passed, all of them
 	// together.
 	handBackTimeout = 2 * time.Second

@@ -34,7 +34,7 @@ func TestAutoPrefetchSize(t *testing.T) {
 }
 
 // TestAutoPrefetchFailedTrip: a round trip whose scripts were not answered (a timeout after
-// roundTripTimeout, here) leaves the round-trip mean alone; an answered one moves it.
+// maxTripTimeout, here) leaves the round-trip mean alone; an answered one moves it.
 func TestAutoPrefetchFailedTrip(t *testing.T) {
 	t.Parallel()
 	b, err := New(valkeytest.Shared(t).Client(t), Config{})
@@ -49,7 +49,7 @@ func TestAutoPrefetchFailedTrip(t *testing.T) {
 	require.Zero(t, l.buffer(), "10 ms handlers, 200 µs round trips: no buffer")
 
 	l.claiming = 5
-	l.apply(&roundTrip{steps: []step{l.claimStep(5)}, claim: 5, out: []result{{err: context.DeadlineExceeded}}, flight: roundTripTimeout})
+	l.apply(&roundTrip{steps: []step{l.claimStep(5)}, claim: 5, out: []result{{err: context.DeadlineExceeded}}, flight: maxTripTimeout})
 	require.True(t, l.waitingRetry, "the round trip failed")
 	require.Zero(t, l.buffer(), "a timed-out round trip is no sample")
 	require.InDelta(t, float64(200*time.Microsecond), l.auto.trip, 1)
