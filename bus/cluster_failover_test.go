@@ -88,8 +88,10 @@ func mustTask(t *testing.T, kind string) []byte {
 // primary; the primary is paused (SIGSTOP: its connections stay open and answer nothing) and
 // its replica takes over (CLUSTER FAILOVER FORCE). A job enqueued on the new primary must run
 // while the old primary is still paused: the blocking wait gives up a connection that does
-// not answer within its wake timeout plus a second, and the loop's next round trip goes to
-// the new primary once the client has refreshed its slot map. A client with
+// not answer within its wake timeout plus a second, a round trip sent to the paused primary
+// before the client learned of the failover gives up after half the lease (1 s here), and
+// the loop's next round trip goes to the new primary once the client has refreshed its slot
+// map. A client with
 // ClusterOption.ShardsRefreshInterval learns it within that interval; a default client only
 // when its connection to the paused node times out (ConnWriteTimeout, 10 s by default).
 // Both are measured; the first is bounded.
