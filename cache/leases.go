@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 )
 
@@ -88,4 +89,29 @@ func (t *Table[K, V]) releaseLater(token string, keys ...string) {
 			}
 		}
 	}()
+}
+
+// backoff paces a waiter polling another filler's lease: 1 ms, growing by half up to 50 ms,
+// with jitter, and never past the lease's expiry (so a dead holder is taken over promptly).
+type backoff struct{ d time.Duration }
+
+const (
+	backoffMin = time.Millisecond
+	backoffMax = 50 * time.Millisecond
+)
+
+func (b *backoff) wait(ctx context.Context, lease pttl) error {
+	b.d = min(max(b.d*3/2, backoffMin), backoffMax)
+	d := b.d/2 + rand.N(b.d/2+1) + b.d/4 // within [0.75, 1.25] of b.d
+	if lease >= 0 {
+		d = min(d, time.Duration(lease+1)*time.Millisecond)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
 }
