@@ -68,7 +68,7 @@ func TestWorkerHandlerPanic(t *testing.T) {
 		require.ErrorAs(t, e.Err, &pe)
 		require.Equal(t, "bus: handler of kind panics", pe.Where)
 		require.True(t, strings.HasPrefix(e.Err.Error(), "bus: handler of kind panics panicked: "), e.Err.Error())
-		require.Contains(t, string(pe.Stack), "worker_test.go", "the stack is the handler's")
+		require.Contains(t, string(pe.Stack), "worker_outcomes_test.go", "the stack is the handler's")
 		values = append(values, fmt.Sprint(pe.Value))
 	}
 	require.Contains(t, values, "boom")
