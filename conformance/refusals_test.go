@@ -215,3 +215,20 @@ func isErr(err error) (string, bool) {
 	}
 	return err.Error(), true
 }
+
+// refused records a bad-input step for the closing table.
+func (r *run) refused(st *step, script string, res valkey.ValkeyResult, before snapshot) {
+	after := r.snapshot()
+	reply := ""
+	if e, ok := valkey.IsValkeyErr(res.Error()); ok {
+		reply = e.Error()
+	} else {
+		m, _ := res.ToMessage()
+		reply = show(value(m))
+	}
+	if !before.equal(after) {
+		r.fail("a refused call changed the keyspace: before %v, after %v", before, after)
+	}
+	r.res.refused = append(r.res.refused, refusal{class: st.Class, call: script, reply: reply,
+		before: len(before), after: len(after), same: before.equal(after)})
+}
