@@ -1,15 +1,12 @@
 package bus_test
 
 import (
-	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/echocache/echocache/bus"
-	"github.com/echocache/echocache/keys"
 )
 
 func (m *lModel) enqueue(t *rapid.T) {
@@ -50,15 +47,9 @@ func (m *lModel) enqueue(t *rapid.T) {
 }
 
 func (m *lModel) complete(t *rapid.T) {
-	h, ok := m.pickHandle(t)
-	if !ok {
-		t.Skip("no handle")
-	}
-	want := m.fence(h)
-	err := m.b.Complete(m.ctx, bus.Job{Queue: m.name, ID: h.id, Token: h.token}, nil)
-	require.Equal(t, want, staleCode(err))
-	if want == "" {
-		m.retire(m.jobs[h.id.String()])
+	id, ok := m.fenced(t, func(j bus.Job) error { return m.b.Complete(m.ctx, j, nil) })
+	if ok {
+		m.retire(m.jobs[id])
 	}
 }
 
@@ -73,35 +64,17 @@ func (m *lModel) retire(j *lJob) {
 }
 
 func (m *lModel) completeMany(t *rapid.T) {
-	if len(m.handles) == 0 {
-		t.Skip("no handle")
-	}
-	var jobs []bus.Job
-	var want []string
 	freed := map[string]int{}
-	for range rapid.IntRange(1, 4).Draw(t, "jobs") {
-		h, _ := m.pickHandle(t)
-		jobs = append(jobs, bus.Job{Queue: m.name, ID: h.id, Token: h.token})
-		if reason := m.fence(h); reason != "" {
-			want = append(want, fmt.Sprintf("%s %d %s", h.id, h.token, reason))
-		} else {
-			j := m.jobs[h.id.String()]
-			j.state = mGone
-			if j.stamped {
-				j.stamped = false
-				if j.lane != "" {
-					freed[j.lane]++
-				}
+	m.modelCore.completeMany(t, func(id string) {
+		j := m.jobs[id]
+		j.state = mGone
+		if j.stamped {
+			j.stamped = false
+			if j.lane != "" {
+				freed[j.lane]++
 			}
 		}
-	}
-	refused, err := m.b.CompleteMany(m.ctx, jobs, nil)
-	require.NoError(t, err)
-	var got []string
-	for _, e := range refused {
-		got = append(got, fmt.Sprintf("%s %d EMQSTALE %s", e.ID, e.Token, e.Reason))
-	}
-	require.Equal(t, want, got)
+	})
 	m.free(freed)
 }
 
@@ -113,27 +86,16 @@ func (m *lModel) back(j *lJob) {
 }
 
 func (m *lModel) fail(t *rapid.T) {
-	h, ok := m.pickHandle(t)
+	opts, backoff, limit := failOpts(t)
+	var out bus.Outcome
+	id, ok := m.fenced(t, func(j bus.Job) (err error) {
+		out, err = m.b.Fail(m.ctx, j, opts)
+		return err
+	})
 	if !ok {
-		t.Skip("no handle")
-	}
-	backoff := rapid.SampledFrom([]string{"none", "short", "long"}).Draw(t, "backoff")
-	override := rapid.SampledFrom([]int{0, 0, 1, 5}).Draw(t, "max attempts")
-	opts := &bus.FailOpts{MaxAttempts: override}
-	if backoff != "none" {
-		opts.Backoff = duration(backoff == "short")
-	}
-	want := m.fence(h)
-	out, err := m.b.Fail(m.ctx, bus.Job{Queue: m.name, ID: h.id, Token: h.token}, opts)
-	require.Equal(t, want, staleCode(err))
-	if want != "" {
 		return
 	}
-	j := m.jobs[h.id.String()]
-	limit := int64(modelMax)
-	if override > 0 {
-		limit = int64(override)
-	}
+	j := m.jobs[id]
 	m.back(j)
 	switch {
 	case j.attempts-j.refunds >= limit:
@@ -150,22 +112,16 @@ func (m *lModel) fail(t *rapid.T) {
 }
 
 func (m *lModel) snooze(t *rapid.T) {
-	h, ok := m.pickHandle(t)
+	delay, d := snoozeDelay(t)
+	var out bus.Outcome
+	id, ok := m.fenced(t, func(j bus.Job) (err error) {
+		out, err = m.b.Snooze(m.ctx, j, d, nil)
+		return err
+	})
 	if !ok {
-		t.Skip("no handle")
-	}
-	delay := rapid.SampledFrom([]string{"none", "short", "long"}).Draw(t, "delay")
-	d := time.Duration(0)
-	if delay != "none" {
-		d = duration(delay == "short")
-	}
-	want := m.fence(h)
-	out, err := m.b.Snooze(m.ctx, bus.Job{Queue: m.name, ID: h.id, Token: h.token}, d, nil)
-	require.Equal(t, want, staleCode(err))
-	if want != "" {
 		return
 	}
-	j := m.jobs[h.id.String()]
+	j := m.jobs[id]
 	m.back(j)
 	if delay == "none" {
 		m.toWaiting(j)
@@ -180,18 +136,15 @@ func (m *lModel) snooze(t *rapid.T) {
 
 // rateLimited hands a job back with RateLimited: refunded, its lane held 5 ms or an hour.
 func (m *lModel) rateLimited(t *rapid.T) {
-	h, ok := m.pickHandle(t)
-	if !ok {
-		t.Skip("no handle")
-	}
 	short := rapid.Bool().Draw(t, "short hold")
-	want := m.fence(h)
-	_, err := m.b.RateLimited(m.ctx, bus.Job{Queue: m.name, ID: h.id, Token: h.token}, duration(short), nil)
-	require.Equal(t, want, staleCode(err))
-	if want != "" {
+	id, ok := m.fenced(t, func(j bus.Job) error {
+		_, err := m.b.RateLimited(m.ctx, j, duration(short), nil)
+		return err
+	})
+	if !ok {
 		return
 	}
-	j := m.jobs[h.id.String()]
+	j := m.jobs[id]
 	if j.stamped && j.lane != "" {
 		if m.active[j.lane]--; m.active[j.lane] <= 0 {
 			delete(m.active, j.lane)
@@ -213,47 +166,6 @@ func (m *lModel) rateLimited(t *rapid.T) {
 		delete(m.ready, j.lane)
 	}
 	if short {
-		m.short()
-	}
-}
-
-func (m *lModel) extend(t *rapid.T) {
-	if len(m.handles) == 0 {
-		t.Skip("no handle")
-	}
-	seen := map[keys.JobID]bool{}
-	var hs []handle
-	for range rapid.IntRange(1, 3).Draw(t, "jobs") {
-		if h, _ := m.pickHandle(t); !seen[h.id] {
-			seen[h.id] = true
-			hs = append(hs, h)
-		}
-	}
-	short := rapid.Bool().Draw(t, "short lease")
-	jobs := make([]bus.Job, len(hs))
-	var wantLost []string
-	for i, h := range hs {
-		jobs[i] = bus.Job{Queue: m.name, ID: h.id, Token: h.token}
-		if reason := m.fence(h); reason != "" {
-			wantLost = append(wantLost, h.id.String()+" "+reason)
-		}
-	}
-	_, lost, err := m.b.ExtendMany(m.ctx, jobs, &bus.ExtendOpts{Lease: duration(short)})
-	require.NoError(t, err)
-	var gotLost []string
-	for _, l := range lost {
-		gotLost = append(gotLost, l.ID.String()+" EMQSTALE "+string(l.Reason))
-	}
-	require.Equal(t, wantLost, gotLost)
-	renewed := false
-	for _, h := range hs {
-		if m.fence(h) == "" {
-			j := m.jobs[h.id.String()]
-			j.short, j.past = short, false
-			renewed = true
-		}
-	}
-	if short && renewed {
 		m.short()
 	}
 }
@@ -335,15 +247,7 @@ func (m *lModel) advance(t *rapid.T) {
 	if !m.uncertain() {
 		t.Skip("nothing to wait for")
 	}
-	for m.serverMillis() <= m.uncertainUntil {
-		time.Sleep(time.Millisecond)
-	}
-	m.uncertainUntil = 0
-	for _, j := range m.jobs {
-		if j.short && (j.state == mActive || j.state == mScheduled) {
-			j.past = true
-		}
-	}
+	m.waitPast()
 	for lane, h := range m.waits {
 		if h.short {
 			h.past = true

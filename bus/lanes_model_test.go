@@ -1,7 +1,6 @@
 package bus_test
 
 import (
-	"context"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/echocache/echocache/bus"
-	"github.com/echocache/echocache/keys"
 )
 
 // The protocol model with lanes (TestProtocolModel/lanes): the plain model's verbs on jobs
@@ -44,17 +42,8 @@ type lHold struct {
 func (h lHold) active() bool { return !h.short || !h.past }
 
 type lModel struct {
-	t       *rapid.T
-	ctx     context.Context
-	c       valkey.Client
-	b       *bus.Bus
-	name    string
-	q       keys.Queue
-	jobs    map[string]*lJob
-	order   []string
-	handles []handle
-
-	uncertainUntil int64
+	modelCore
+	jobs map[string]*lJob
 
 	caps    map[string]int // own caps (0: none)
 	weights map[string]float64
@@ -70,16 +59,6 @@ type lModel struct {
 
 var laneModelLanes = []string{"", "", "a", "b", "c"}
 
-func (m *lModel) serverMillis() int64 {
-	tm, err := m.c.Do(m.ctx, m.c.B().Time().Build()).AsStrSlice()
-	require.NoError(m.t, err)
-	sec, _ := strconv.ParseInt(tm[0], 10, 64)
-	usec, _ := strconv.ParseInt(tm[1], 10, 64)
-	return sec*1000 + usec/1000
-}
-
-func (m *lModel) short()          { m.uncertainUntil = m.serverMillis() + modelShort.Milliseconds() + 1 }
-func (m *lModel) uncertain() bool { return m.uncertainUntil != 0 }
 func (m *lModel) weight(l string) float64 {
 	if w, ok := m.weights[l]; ok {
 		return w
@@ -148,30 +127,6 @@ func (m *lModel) joblane() bool {
 // flow reports whether the flow hash exists: its fields waiting, vt, hold.
 func (m *lModel) flow() bool { return m.laneWaiting() > 0 || m.vt != 0 || m.hold != nil }
 
-func (m *lModel) fence(h handle) string {
-	j := m.jobs[h.id.String()]
-	switch {
-	case j == nil || j.state == mGone:
-		return "EMQSTALE no row"
-	case j.state != mActive:
-		return "EMQSTALE not active"
-	case j.attempts != h.token:
-		return "EMQSTALE token mismatch"
-	}
-	return ""
-}
-
-func (m *lModel) pickHandle(t *rapid.T) (handle, bool) {
-	if len(m.handles) == 0 {
-		return handle{}, false
-	}
-	h := m.handles[rapid.IntRange(0, len(m.handles)-1).Draw(t, "handle")]
-	if rapid.IntRange(0, 9).Draw(t, "forge") == 0 {
-		h.token += int64(rapid.IntRange(1, 3).Draw(t, "forged token delta"))
-	}
-	return h, true
-}
-
 // join is tolane's and free's ZADD of a lane into laneready at vt.
 func (m *lModel) join(lane string, nx bool) {
 	if _, ok := m.ready[lane]; ok && nx {
@@ -209,9 +164,14 @@ func checkLaneModel(t *testing.T, c valkey.Client, b *bus.Bus) {
 	base := strings.ReplaceAll(t.Name(), "/", ".")
 	rapid.Check(t, func(t *rapid.T) {
 		name := base + "." + strconv.FormatInt(modelSeq.Add(1), 10)
-		m := &lModel{t: t, ctx: context.Background(), c: c, b: b, name: name, q: keys.MustQueue(name), jobs: map[string]*lJob{},
-			caps: map[string]int{}, weights: map[string]float64{}, paused: map[string]bool{}, ready: map[string]float64{},
-			waits: map[string]lHold{}, active: map[string]int{}}
+		m := &lModel{jobs: map[string]*lJob{}, caps: map[string]int{}, weights: map[string]float64{}, paused: map[string]bool{},
+			ready: map[string]float64{}, waits: map[string]lHold{}, active: map[string]int{}}
+		m.modelCore = newModelCore(t, c, b, name, func(id string) *mJob {
+			if j := m.jobs[id]; j != nil {
+				return &j.mJob
+			}
+			return nil
+		})
 		require.NoError(t, b.SetMaxAttempts(m.ctx, name, modelMax))
 		if capA := rapid.IntRange(0, 2).Draw(t, "cap of a"); capA > 0 {
 			require.NoError(t, b.SetLaneLimits(m.ctx, name, "a", bus.LaneLimits{Cap: capA}))

@@ -1,16 +1,13 @@
 package bus_test
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/echocache/echocache/bus"
-	"github.com/echocache/echocache/keys"
 )
 
 func (m *model) enqueue(t *rapid.T) {
@@ -89,66 +86,27 @@ func (m *model) promoteDue() []string {
 }
 
 func (m *model) complete(t *rapid.T) {
-	h, ok := m.pickHandle(t)
-	if !ok {
-		t.Skip("no handle")
-	}
-	want := m.fence(h)
-	err := m.b.Complete(m.ctx, bus.Job{Queue: m.name, ID: h.id, Token: h.token}, nil)
-	require.Equal(t, want, staleCode(err))
-	if want == "" {
-		m.jobs[h.id.String()].state = mGone
+	id, ok := m.fenced(t, func(j bus.Job) error { return m.b.Complete(m.ctx, j, nil) })
+	if ok {
+		m.jobs[id].state = mGone
 	}
 }
 
-// completeMany retires several handles in one call; duplicates included: a job named twice
-// is retired by its first passing entry, the later one answers no row.
 func (m *model) completeMany(t *rapid.T) {
-	if len(m.handles) == 0 {
-		t.Skip("no handle")
-	}
-	var jobs []bus.Job
-	var want []string
-	for range rapid.IntRange(1, 4).Draw(t, "jobs") {
-		h, _ := m.pickHandle(t)
-		jobs = append(jobs, bus.Job{Queue: m.name, ID: h.id, Token: h.token})
-		if reason := m.fence(h); reason != "" {
-			want = append(want, fmt.Sprintf("%s %d %s", h.id, h.token, reason))
-		} else {
-			m.jobs[h.id.String()].state = mGone
-		}
-	}
-	refused, err := m.b.CompleteMany(m.ctx, jobs, nil)
-	require.NoError(t, err)
-	var got []string
-	for _, e := range refused {
-		got = append(got, fmt.Sprintf("%s %d EMQSTALE %s", e.ID, e.Token, e.Reason))
-	}
-	require.Equal(t, want, got)
+	m.modelCore.completeMany(t, func(id string) { m.jobs[id].state = mGone })
 }
 
 func (m *model) fail(t *rapid.T) {
-	h, ok := m.pickHandle(t)
+	opts, backoff, limit := failOpts(t)
+	var out bus.Outcome
+	id, ok := m.fenced(t, func(j bus.Job) (err error) {
+		out, err = m.b.Fail(m.ctx, j, opts)
+		return err
+	})
 	if !ok {
-		t.Skip("no handle")
-	}
-	backoff := rapid.SampledFrom([]string{"none", "short", "long"}).Draw(t, "backoff")
-	override := rapid.SampledFrom([]int{0, 0, 1, 5}).Draw(t, "max attempts")
-	opts := &bus.FailOpts{MaxAttempts: override}
-	if backoff != "none" {
-		opts.Backoff = duration(backoff == "short")
-	}
-	want := m.fence(h)
-	out, err := m.b.Fail(m.ctx, bus.Job{Queue: m.name, ID: h.id, Token: h.token}, opts)
-	require.Equal(t, want, staleCode(err))
-	if want != "" {
 		return
 	}
-	j := m.jobs[h.id.String()]
-	limit := int64(modelMax)
-	if override > 0 {
-		limit = int64(override)
-	}
+	j := m.jobs[id]
 	switch {
 	case j.attempts >= limit:
 		j.state = mDead
@@ -164,22 +122,16 @@ func (m *model) fail(t *rapid.T) {
 }
 
 func (m *model) snooze(t *rapid.T) {
-	h, ok := m.pickHandle(t)
+	delay, d := snoozeDelay(t)
+	var out bus.Outcome
+	id, ok := m.fenced(t, func(j bus.Job) (err error) {
+		out, err = m.b.Snooze(m.ctx, j, d, nil)
+		return err
+	})
 	if !ok {
-		t.Skip("no handle")
-	}
-	delay := rapid.SampledFrom([]string{"none", "short", "long"}).Draw(t, "delay")
-	d := time.Duration(0)
-	if delay != "none" {
-		d = duration(delay == "short")
-	}
-	want := m.fence(h)
-	out, err := m.b.Snooze(m.ctx, bus.Job{Queue: m.name, ID: h.id, Token: h.token}, d, nil)
-	require.Equal(t, want, staleCode(err))
-	if want != "" {
 		return
 	}
-	j := m.jobs[h.id.String()]
+	j := m.jobs[id]
 	if delay == "none" {
 		j.state = mPending
 	} else {
@@ -189,48 +141,6 @@ func (m *model) snooze(t *rapid.T) {
 		}
 	}
 	require.Equal(t, string(j.state), string(out.State))
-}
-
-func (m *model) extend(t *rapid.T) {
-	if len(m.handles) == 0 {
-		t.Skip("no handle")
-	}
-	// Distinct ids: the reply names lost jobs by id.
-	seen := map[keys.JobID]bool{}
-	var hs []handle
-	for range rapid.IntRange(1, 3).Draw(t, "jobs") {
-		if h, _ := m.pickHandle(t); !seen[h.id] {
-			seen[h.id] = true
-			hs = append(hs, h)
-		}
-	}
-	short := rapid.Bool().Draw(t, "short lease")
-	jobs := make([]bus.Job, len(hs))
-	var wantLost []string
-	for i, h := range hs {
-		jobs[i] = bus.Job{Queue: m.name, ID: h.id, Token: h.token}
-		if reason := m.fence(h); reason != "" {
-			wantLost = append(wantLost, h.id.String()+" "+reason)
-		}
-	}
-	_, lost, err := m.b.ExtendMany(m.ctx, jobs, &bus.ExtendOpts{Lease: duration(short)})
-	require.NoError(t, err)
-	var gotLost []string
-	for _, l := range lost {
-		gotLost = append(gotLost, l.ID.String()+" EMQSTALE "+string(l.Reason))
-	}
-	require.Equal(t, wantLost, gotLost)
-	renewed := false
-	for _, h := range hs {
-		if m.fence(h) == "" {
-			j := m.jobs[h.id.String()]
-			j.short, j.past = short, false
-			renewed = true
-		}
-	}
-	if short && renewed {
-		m.short()
-	}
 }
 
 func (m *model) reap(t *rapid.T) {
@@ -270,13 +180,5 @@ func (m *model) advance(t *rapid.T) {
 	if !m.uncertain() {
 		t.Skip("nothing to wait for")
 	}
-	for m.serverMillis() <= m.uncertainUntil {
-		time.Sleep(time.Millisecond)
-	}
-	m.uncertainUntil = 0
-	for _, j := range m.jobs {
-		if j.short && (j.state == mActive || j.state == mScheduled) {
-			j.past = true
-		}
-	}
+	m.waitPast()
 }

@@ -1,8 +1,6 @@
 package bus_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -59,40 +57,10 @@ type mJob struct {
 	past     bool // a short lease or run-at has certainly passed
 }
 
-type handle struct {
-	id    keys.JobID
-	token int64
-}
-
 type model struct {
-	t       *rapid.T
-	ctx     context.Context
-	c       valkey.Client
-	b       *bus.Bus
-	name    string
-	q       keys.Queue
-	jobs    map[string]*mJob
-	order   []string // ids in enqueue order
-	handles []handle
-	// uncertainUntil is the server time (ms) after which every short deadline set so far has
-	// passed; 0 when no short deadline is uncertain.
-	uncertainUntil int64
+	modelCore
+	jobs map[string]*mJob
 }
-
-func (m *model) serverMillis() int64 {
-	tm, err := m.c.Do(m.ctx, m.c.B().Time().Build()).AsStrSlice()
-	require.NoError(m.t, err)
-	sec, _ := strconv.ParseInt(tm[0], 10, 64)
-	usec, _ := strconv.ParseInt(tm[1], 10, 64)
-	return sec*1000 + usec/1000
-}
-
-// short records that a short deadline was just set (by a script that read TIME before now).
-func (m *model) short() {
-	m.uncertainUntil = m.serverMillis() + modelShort.Milliseconds() + 1
-}
-
-func (m *model) uncertain() bool { return m.uncertainUntil != 0 }
 
 func (m *model) in(s mState) []*mJob {
 	var out []*mJob
@@ -100,57 +68,6 @@ func (m *model) in(s mState) []*mJob {
 		if j := m.jobs[id]; j.state == s {
 			out = append(out, j)
 		}
-	}
-	return out
-}
-
-func duration(short bool) time.Duration {
-	if short {
-		return modelShort
-	}
-	return modelLong
-}
-
-// fence is the protocol's check on a claimed job: "" when token holds it.
-func (m *model) fence(h handle) string {
-	j := m.jobs[h.id.String()]
-	switch {
-	case j == nil || j.state == mGone:
-		return "EMQSTALE no row"
-	case j.state != mActive:
-		return "EMQSTALE not active"
-	case j.attempts != h.token:
-		return "EMQSTALE token mismatch"
-	}
-	return ""
-}
-
-func staleCode(err error) string {
-	var se *bus.StaleError
-	if errors.As(err, &se) {
-		return "EMQSTALE " + string(se.Reason)
-	}
-	if err == nil {
-		return ""
-	}
-	return "unexpected: " + err.Error()
-}
-
-func (m *model) pickHandle(t *rapid.T) (handle, bool) {
-	if len(m.handles) == 0 {
-		return handle{}, false
-	}
-	h := m.handles[rapid.IntRange(0, len(m.handles)-1).Draw(t, "handle")]
-	if rapid.IntRange(0, 9).Draw(t, "forge") == 0 {
-		h.token += int64(rapid.IntRange(1, 3).Draw(t, "forged token delta")) // a token never minted
-	}
-	return h, true
-}
-
-func idStrings(ids []keys.JobID) []string {
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = id.String()
 	}
 	return out
 }
@@ -208,7 +125,8 @@ func TestProtocolModel(t *testing.T) {
 	base := valkeytest.TestName(t)
 	rapid.Check(t, func(t *rapid.T) {
 		name := base + "." + strconv.FormatInt(modelSeq.Add(1), 10)
-		m := &model{t: t, ctx: context.Background(), c: c, b: b, name: name, q: keys.MustQueue(name), jobs: map[string]*mJob{}}
+		m := &model{jobs: map[string]*mJob{}}
+		m.modelCore = newModelCore(t, c, b, name, func(id string) *mJob { return m.jobs[id] })
 		require.NoError(t, b.SetMaxAttempts(m.ctx, name, modelMax))
 		t.Repeat(map[string]func(*rapid.T){
 			"enqueue":      m.enqueue,
