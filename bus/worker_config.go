@@ -64,8 +64,11 @@ type WorkerConfig struct {
 	// Lease is the lease of a claim and what heartbeats renew a job to (a kind may name its
 	// own, [HandlerOpts.Lease]). A crashed worker's jobs run again after it. The shortest
 	// lease also bounds each round trip of the worker to the server: half of it, from 1 s to
-	// 10 s, so a node that stops answering holds the worker up for less than a lease. Default
-	// the bus's Config.Lease (30 s).
+	// 10 s, so a node that stops answering holds the worker up for less than a lease. A worker
+	// process paused for longer than that bound (a SIGSTOP, a stalled VM) gives up the round
+	// trips it had in flight even when their replies arrived meanwhile: the jobs a lost claim
+	// reply leased run after their lease, on any worker, an attempt counted, as after any reply
+	// lost on the way. Default the bus's Config.Lease (30 s).
 	Lease time.Duration
 	// HeartbeatInterval is how often one batched extend renews every lease the worker holds.
 	// It must be shorter than the Lease of the worker and of every kind. Default a third of
