@@ -74,7 +74,11 @@ type ClaimOpts struct {
 // In a queue with lanes, priorities or a rate (see [EnqueueOpts.Lane]) the claim takes the
 // jobs of the highest priority first, then serves the lanes with waiting work in round robin,
 // each within its limits, so one claim may span lanes; FIFO holds within a lane and a
-// priority. Such a claim takes at most 1000 jobs.
+// priority. Such a claim takes at most 1000 jobs. One laneclaim call may stop short at its
+// bound (a lane gave fewer jobs than its turn assumed, or its visits ran out on lanes that
+// cannot give work, which it takes out of the round robin); Claim then claims the rest at
+// once, up to 16 calls in all, so it returns fewer jobs than asked only when no more may be
+// claimed now, or after those 16 calls.
 func (b *Bus) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]Job, error) {
 	q, r, err := b.claimRun(queue, opts)
 	if err != nil {

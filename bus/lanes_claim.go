@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -124,8 +125,47 @@ func (b *Bus) claimAny(ctx context.Context, q keys.Queue, r lua.Run, ack *Ack) (
 		}
 		b.noteFlow(q.Name(), true)
 	}
-	msg, err := b.exec(ctx, laneClaimRun(q, r), ack)
-	return b.laneClaimed(q, msg, err)
+	run := laneClaimRun(q, r)
+	msg, err := b.exec(ctx, run, ack)
+	jobs, wait, err := b.laneClaimed(q, msg, err)
+	if err != nil {
+		return jobs, wait, err
+	}
+	return b.claimRest(ctx, q, run, ack, jobs, wait)
+}
+
+// maxClaimCalls bounds the laneclaim calls of one Claim: see claimRest.
+const maxClaimCalls = 16
+
+// claimRest completes a laneclaim (run, without finished jobs) that claimed jobs and answered
+// wait. A laneclaim that stops at its bound (wait 0) may claim fewer jobs than asked, none
+// even, while jobs wait: a lane it counted on had fewer jobs than it assumed, or its visits ran
+// out on lanes that could not give work, which it took out of the round robin. So while wait
+// is 0 and jobs are missing, it claims the rest at once, up to maxClaimCalls calls in all;
+// each call takes lanes that cannot give work out of the round robin, so the calls make
+// progress. A later call's error ends the claim with the jobs claimed so far (they are the
+// caller's; the error is the next claim's to meet), unless it is an *[AckError], which comes
+// with them.
+func (b *Bus) claimRest(ctx context.Context, q keys.Queue, run lua.Run, ack *Ack, jobs []Job, wait time.Duration) ([]Job, time.Duration, error) {
+	count, err := strconv.Atoi(run.Args[1])
+	if err != nil {
+		return jobs, wait, fmt.Errorf("bus: claim in queue %s: count %q: %w", q.Name(), run.Args[1], err)
+	}
+	run.Args = append([]string(nil), run.Args[:3]...) // the lease, the count, the promote limit
+	for calls := 1; wait == 0 && len(jobs) < count && calls < maxClaimCalls; calls++ {
+		run.Args[1] = itoa(int64(count - len(jobs)))
+		msg, err := b.exec(ctx, run, ack)
+		more, w, err := b.laneClaimed(q, msg, err)
+		jobs, wait = append(jobs, more...), w
+		if err != nil {
+			var ae *AckError
+			if errors.As(err, &ae) {
+				return jobs, wait, err
+			}
+			return jobs, -1, nil
+		}
+	}
+	return jobs, wait, nil
 }
 
 // laneCompleteAndClaim is [Bus.CompleteAndClaim] for a queue with lane state: one laneclaim
@@ -156,6 +196,9 @@ func (b *Bus) laneCompleteAndClaim(ctx context.Context, q keys.Queue, j Job, cr 
 	jobs := []Job{}
 	if perr := lr.jobs(q, func(j Job, _ string) { jobs = append(jobs, j) }); perr != nil {
 		return nil, perr
+	}
+	if err == nil {
+		jobs, _, err = b.claimRest(ctx, q, laneClaimRun(q, cr), ack, jobs, lr.wait)
 	}
 	return jobs, errors.Join(cerr, errorFor(call{op: "claim", queue: q.Name()}, err))
 }
