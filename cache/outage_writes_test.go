@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -16,8 +17,9 @@ import (
 
 // TestInvalidateDuringOutage: an Invalidate that cannot reach Valkey fails, and once Valkey
 // is back the table sends it anyway: the other process's L1 drops the id (and the row is
-// gone from L2) within one reconcile interval. Killed: the call fails on the refused
-// connection; stopped: the breaker is open, so it fails at once.
+// gone from L2) within one reconcile interval (a bound checked in make test's timing stage,
+// ECHO_TIMING=1; the parallel run requires the drop within 10 s). Killed: the call fails on
+// the refused connection; stopped: the breaker is open, so it fails at once.
 func TestInvalidateDuringOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and stops dedicated servers")
@@ -75,7 +77,12 @@ func TestInvalidateDuringOutage(t *testing.T) {
 			})
 			dropped := time.Since(back)
 			t.Logf("b dropped k %v after Valkey was back (interval %v)", dropped, interval)
-			require.LessOrEqual(t, dropped, interval+slack)
+			if os.Getenv(valkeytest.TimingEnv) == "1" {
+				// The bound is checked where the machine is the test's alone: make test's
+				// timing stage. Beside the other tests, the reconnections and the reconcile
+				// that drop k wait for a CPU (768 ms was seen once).
+				require.LessOrEqual(t, dropped, interval+slack)
+			}
 			require.Zero(t, a.Stats().PendingInvalidations)
 			v, err = b.Get(ctx, "k")
 			require.NoError(t, err)
