@@ -9,6 +9,9 @@ func (t *Table[K, V]) SetHookAfterRead(f func(id string)) { t.hookAfterRead = f 
 // SetHookJoined makes every caller that joins (or starts) a fill call f.
 func (t *Table[K, V]) SetHookJoined(f func(id string)) { t.hookJoined = f }
 
+// SetHookLeased sets a hook called after a read took the fill lease, before it offers it.
+func (t *Table[K, V]) SetHookLeased(f func(id string)) { t.hookLeased = f }
+
 // XFetch exposes the early-refresh test.
 var XFetch = xfetch
 

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -10,12 +11,15 @@ import (
 // then joins the id's flight. The flight loads under that lease: at once when it is the
 // flight this read started, or when it meets the lease (its token offered here) while it
 // waits, if the read joined a flight already under way. No flight of this process ever
-// waits on a lease this process took and offered.
+// waits on a lease this process took and offered: every token a read took stays offered
+// until a fill takes it or the read withdraws it, however many reads of the id took one
+// (two can: another process's invalidation may delete the first lease before the second
+// read's SET NX, and their replies may be handled in either order).
 
 // offer makes the lease token, taken by a read of idStr, available to the id's flight.
 func (t *Table[K, V]) offer(idStr, token string) {
 	t.leaseMu.Lock()
-	t.leases[idStr] = token
+	t.leases[idStr] = append(t.leases[idStr], token)
 	t.leaseMu.Unlock()
 }
 
@@ -23,10 +27,16 @@ func (t *Table[K, V]) offer(idStr, token string) {
 func (t *Table[K, V]) take(idStr, token string) bool {
 	t.leaseMu.Lock()
 	defer t.leaseMu.Unlock()
-	if t.leases[idStr] != token {
+	toks := t.leases[idStr]
+	i := slices.Index(toks, token)
+	if i < 0 {
 		return false
 	}
-	delete(t.leases, idStr)
+	if len(toks) == 1 {
+		delete(t.leases, idStr)
+	} else {
+		t.leases[idStr] = slices.Delete(toks, i, i+1)
+	}
 	return true
 }
 

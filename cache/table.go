@@ -86,9 +86,11 @@ type Table[K ID, V any] struct {
 	refreshing map[string]int64 // id -> do not start another refresh before this time
 
 	// leases taken by reads of this process and not yet loaded under, by id: the fill of
-	// the id takes one over when it meets it (see fill.go).
+	// the id takes one over when it meets it (see fill.go). An id may have more than one:
+	// between two reads' SET NX another process's invalidation may delete the first lease,
+	// and the replies may come back in either order.
 	leaseMu sync.Mutex
-	leases  map[string]string
+	leases  map[string][]string
 
 	l1Mu sync.Mutex // serializes flushes
 
@@ -101,6 +103,7 @@ type Table[K ID, V any] struct {
 	hookAfterRead     func(id string) // after each L2 read a fill acts on (the miss's, a lease reply, its own), before it acts
 	hookJoined        func(id string) // after a caller joined (or started) a fill
 	hookBeforeInstall func(id string) // after an L2 reply (or a load), before the L1 install
+	hookLeased        func(id string) // after a read took the fill lease, before it offers it
 }
 
 // entry is what L1 holds for one id: the decoded value (or a remembered not-found) and the
@@ -145,7 +148,7 @@ func NewTable[K ID, V any](c *Cache, spec tables.Spec, load Loader[K, V], opts *
 		load:       load,
 		codec:      JSON[V]{},
 		refreshing: make(map[string]int64),
-		leases:     make(map[string]string),
+		leases:     make(map[string][]string),
 	}
 	if opts != nil {
 		t.batch = opts.BatchLoad
@@ -334,6 +337,9 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	// install as it would this one's.
 	rd := fillRead{rowRead: rowRead{val: val, exists: exists, ttl: ttl}, g: g, readAt: sent}
 	if acquired {
+		if t.hookLeased != nil {
+			t.hookLeased(idStr)
+		}
 		rd.leased = token
 		t.offer(idStr, token)
 	}
