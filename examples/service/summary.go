@@ -26,6 +26,8 @@ type summary struct {
 	bound         time.Duration
 	warmup        time.Duration
 	l1All         float64 // L1 share over the whole run, warm-up included
+	slowest       readRec // the read that took longest, warm-up included: a stall shows here
+	start         time.Time
 }
 
 // summarize checks every read against the versions the driver saw committed: a read that
@@ -35,7 +37,7 @@ type summary struct {
 // Tier shares and latencies count only the reads after the warm-up (caches start cold); the
 // staleness check covers every read.
 func summarize(cfg demoConfig, reads []readRec, writes []writeRec, start time.Time, elapsed time.Duration) *summary {
-	s := &summary{elapsed: elapsed, writes: len(writes), tiers: map[string][]time.Duration{}, bound: cfg.Bound, warmup: cfg.Warmup}
+	s := &summary{elapsed: elapsed, writes: len(writes), tiers: map[string][]time.Duration{}, bound: cfg.Bound, warmup: cfg.Warmup, start: start}
 	s.allReads = len(reads)
 	warm := start.Add(cfg.Warmup)
 	var l1All int
@@ -58,6 +60,9 @@ func summarize(cfg demoConfig, reads []readRec, writes []writeRec, start time.Ti
 	for _, r := range reads {
 		if r.tier == "l1" {
 			l1All++
+		}
+		if r.latency > s.slowest.latency {
+			s.slowest = r
 		}
 		if !r.start.Before(warm) {
 			s.reads++
@@ -105,6 +110,10 @@ func (s *summary) print(w io.Writer) {
 			share = 100 * float64(len(d)) / float64(s.reads)
 		}
 		fmt.Fprintf(w, "%-8s %9d %7.2f%% %10s %10s\n", tier, len(d), share, percentile(d, 0.50).Round(time.Microsecond), percentile(d, 0.99).Round(time.Microsecond))
+	}
+	if r := s.slowest; r.latency > 0 {
+		fmt.Fprintf(w, "slowest read  %s (product %d, tier %s, %.1fs into the run)\n",
+			r.latency.Round(time.Microsecond), r.id, r.tier, r.start.Sub(s.start).Seconds())
 	}
 	for _, st := range s.stats {
 		if st == nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -50,4 +51,21 @@ func TestSummaryCountsStaleReads(t *testing.T) {
 	// With no stale read the count is zero (the checker does not count every read).
 	s = summarize(cfg, []readRec{reads[1], reads[2], reads[4], reads[5]}, writes, t0, 4*time.Second)
 	require.Zero(t, s.stale, "%v", s.staleExamples)
+}
+
+// TestSummarySlowestRead: the summary names the read that took longest, warm-up included (a
+// stall of one hot product shows there, when the percentiles of thousands of reads hide it).
+func TestSummarySlowestRead(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	reads := []readRec{
+		{id: 1, start: t0.Add(time.Second), latency: time.Millisecond, tier: "l1"},
+		{id: 7, start: t0.Add(2 * time.Second), latency: 5500 * time.Millisecond, tier: "loader"},
+		{id: 3, start: t0.Add(20 * time.Second), latency: 2 * time.Millisecond, tier: "l2"},
+	}
+	s := summarize(demoConfig{Bound: time.Second, Warmup: 10 * time.Second}, reads, nil, t0, 30*time.Second)
+	require.Equal(t, int64(7), s.slowest.id)
+	var out strings.Builder
+	s.print(&out)
+	require.Contains(t, out.String(), "slowest read  5.5s (product 7, tier loader, 2.0s into the run)")
 }
