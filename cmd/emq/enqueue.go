@@ -29,7 +29,9 @@ func enqueueCmd(a *app) *cobra.Command {
 the argument, or stdin when it is "-". With --kind the payload is wrapped in a task envelope
 (kind NUL payload) that a worker routes to the kind's handler; without it the payload is
 stored as given. --delay or --at (one of them) schedules it; --unique-key makes the enqueue idempotent for
-the bus's unique TTL (default 24 h): a second enqueue answers the first job's id.`,
+the bus's unique TTL (default 24 h): a second enqueue answers the first job's id. --lane puts the
+job in a lane of the queue (a name like a queue's), --priority gives it a priority from 0 to 3
+(3 the most urgent), claimed before the jobs of lower priorities.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			queue, payload := args[0], []byte(args[1])
@@ -81,5 +83,7 @@ the bus's unique TTL (default 24 h): a second enqueue answers the first job's id
 	f.DurationVar(&opts.Delay, "delay", 0, "run after this delay")
 	f.StringVar(&at, "at", "", "run at this time (RFC 3339)")
 	f.StringVar(&unique, "unique-key", "", "idempotency key")
+	f.StringVar(&opts.Lane, "lane", "", "the job's lane (default: none, the queue's own stream)")
+	f.IntVar(&opts.Priority, "priority", 0, "the job's priority, 0 to 3 (3 the most urgent)")
 	return c
 }

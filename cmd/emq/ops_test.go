@@ -135,9 +135,23 @@ func TestEnqueue(t *testing.T) {
 	require.True(t, e.Duplicate)
 	require.Equal(t, first, e.ID)
 
+	// In a lane, urgent: show names both.
+	okJSON(t, srv.Addr, &e, "enqueue", queue, "z", "--lane", "acme", "--priority", "2")
+	okJSON(t, srv.Addr, &j, "show", queue, e.ID)
+	require.Equal(t, "acme", j.Lane)
+	require.Equal(t, 2, j.Priority)
+	require.Equal(t, "urgent", j.Set)
+	require.Contains(t, lines(ok(t, srv.Addr, "show", queue, e.ID)), "lane: acme")
+	r = emq(t, srv.Addr, "enqueue", queue, "x", "--lane", "bad lane")
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Contains(t, r.err, "lane")
+	r = emq(t, srv.Addr, "enqueue", queue, "x", "--priority", "4")
+	require.Equal(t, exitUsage, r.code, r.err)
+	require.Contains(t, r.err, "Priority")
+
 	var rows []queueStats
 	okJSON(t, srv.Addr, &rows, "stats", queue)
-	require.Equal(t, int64(3), rows[0].Pending)
+	require.Equal(t, int64(4), rows[0].Pending, "the urgent job of acme waits too")
 	require.Equal(t, int64(1), rows[0].Scheduled)
 
 	require.Equal(t, exitUsage, emq(t, srv.Addr, "enqueue", queue, "x", "--kind", "bad kind").code)

@@ -26,6 +26,9 @@ type shownJob struct {
 	// Set is the set that holds the id; At its score there (lease deadline, run-at).
 	Set string     `json:"set,omitempty"`
 	At  *time.Time `json:"at,omitempty"`
+	// Lane and Priority are the job's, as enqueued (absent: none, and 0).
+	Lane     string `json:"lane,omitempty"`
+	Priority int    `json:"priority,omitempty"`
 	// Kind and Args are the envelope's, when the payload is one; Args is the JSON value when
 	// the args are JSON, else Text holds them when they are UTF-8, else Base64.
 	Kind string `json:"kind,omitempty"`
@@ -78,7 +81,7 @@ func showCmd(a *app) *cobra.Command {
 		Use:   "show <queue> <id>",
 		Short: "Show one job: its state, attempts, payload, failures and result",
 		Long: `Show one job of a queue: its state, attempts (the fencing token), the set that holds it
-with the lease deadline or run-at, its payload and its failure history (each failed attempt's
+with the lease deadline or run-at, its lane and priority when it has them, its payload and its failure history (each failed attempt's
 token, server time and error text, oldest first; the last 10 are kept). A task envelope (kind
 NUL args) is decoded: the kind, and the args as JSON when they are JSON, as text when they
 are UTF-8, else in base64. A job completed with a kept result shows state "retired", its
@@ -109,7 +112,7 @@ purged).`,
 // describeJob is info as show prints it, the envelope decoded.
 func describeJob(queue string, info bus.JobInfo) shownJob {
 	j := shownJob{Queue: queue, ID: info.ID.String(), Minted: info.ID.Time(), State: string(info.State),
-		Attempts: info.Attempts, Size: len(info.Payload)}
+		Attempts: info.Attempts, Size: len(info.Payload), Lane: info.Lane, Priority: info.Priority}
 	if info.Set != 0 {
 		j.Set = setName(info.Set)
 	}
@@ -176,6 +179,12 @@ func (a *app) printJob(j shownJob) {
 			label = "retired at"
 		}
 		rows = append(rows, []string{label, fmtTime(*j.At)})
+	}
+	if j.Lane != "" {
+		rows = append(rows, []string{"lane", j.Lane})
+	}
+	if j.Priority != 0 {
+		rows = append(rows, []string{"priority", itoa(int64(j.Priority))})
 	}
 	if j.Kind != "" {
 		rows = append(rows, []string{"kind", j.Kind})
