@@ -146,6 +146,26 @@ func TestLanesTab(t *testing.T) {
 	require.Equal(t, "solo 1 — 1 0 0 no —", cells(t, body, "solo"))
 }
 
+// TestJobPageLane: a job's page names its lane (a link to the lanes tab) and its priority; a
+// job without them shows neither.
+func TestJobPageLane(t *testing.T) {
+	t.Parallel()
+	s := setup(t, valkeytest.Shared(t).Client(t), dash.Config{})
+	ctx := context.Background()
+	q := name(t, "")
+	laned, err := s.bus.Enqueue(ctx, q, []byte("x"), &bus.EnqueueOpts{Lane: "acme", Priority: 2})
+	require.NoError(t, err)
+	plain, err := s.bus.Enqueue(ctx, q, []byte("y"), nil)
+	require.NoError(t, err)
+	code, body := s.get("/queues/" + q + "/jobs/" + laned.ID.String())
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `<dd id="lane"><a class="mono" href="/echo/queues/`+q+`?set=lanes">acme</a></dd>`)
+	require.Contains(t, body, `<dd id="priority">2 <span class="muted">(of 0 to 3)</span></dd>`)
+	_, body = s.get("/queues/" + q + "/jobs/" + plain.ID.String())
+	require.NotContains(t, body, `id="lane"`)
+	require.NotContains(t, body, `id="priority"`)
+}
+
 // TestLanesTabPaging: 60 lanes with waiting work page 50 to a page by the ListLanes cursor;
 // every lane is listed once.
 func TestLanesTabPaging(t *testing.T) {
