@@ -143,9 +143,9 @@ const maxClaimCalls = 16
 // out on lanes that could not give work, which it took out of the round robin. So while wait
 // is 0 and jobs are missing, it claims the rest at once, up to maxClaimCalls calls in all;
 // each call takes lanes that cannot give work out of the round robin, so the calls make
-// progress. A later call's error ends the claim with the jobs claimed so far (they are the
-// caller's; the error is the next claim's to meet), unless it is an *[AckError], which comes
-// with them.
+// progress. A later call's error ends the claim: with the jobs claimed so far and no error
+// when there are any (they are the caller's; the error is the next claim's to meet), else
+// with the error; an *[AckError] comes with the jobs.
 func (b *Bus) claimRest(ctx context.Context, q keys.Queue, run lua.Run, ack *Ack, jobs []Job, wait time.Duration) ([]Job, time.Duration, error) {
 	count, err := strconv.Atoi(run.Args[1])
 	if err != nil {
@@ -159,7 +159,7 @@ func (b *Bus) claimRest(ctx context.Context, q keys.Queue, run lua.Run, ack *Ack
 		jobs, wait = append(jobs, more...), w
 		if err != nil {
 			var ae *AckError
-			if errors.As(err, &ae) {
+			if errors.As(err, &ae) || len(jobs) == 0 {
 				return jobs, wait, err
 			}
 			return jobs, -1, nil
