@@ -65,7 +65,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, bus.ErrNotFound):
+	case errors.Is(err, bus.ErrNotFound), errors.Is(err, bus.ErrNoSchedule):
 		return exitNotFound
 	case errors.Is(err, bus.ErrState):
 		return exitRefused

@@ -16,10 +16,12 @@ import (
 type changed struct {
 	Queue string `json:"queue"`
 	// Lane is the lane emq lane pause and resume changed.
-	Lane   string   `json:"lane,omitempty"`
-	Action string   `json:"action"`
-	IDs    []string `json:"ids,omitempty"`
-	Count  int      `json:"count"`
+	Lane string `json:"lane,omitempty"`
+	// Schedule is the periodic schedule emq periodic pause, resume and remove changed.
+	Schedule string   `json:"schedule,omitempty"`
+	Action   string   `json:"action"`
+	IDs      []string `json:"ids,omitempty"`
+	Count    int      `json:"count"`
 	// State is the state cancel found the job in.
 	State string `json:"state,omitempty"`
 }
@@ -29,6 +31,8 @@ func (a *app) printChanged(c changed) error {
 		switch {
 		case c.Lane != "":
 			fmt.Fprintf(a.out, "%s: lane %s %s\n", c.Queue, c.Lane, c.Action)
+		case c.Schedule != "":
+			fmt.Fprintf(a.out, "%s: periodic schedule %s %s\n", c.Queue, c.Schedule, c.Action)
 		case c.State != "":
 			fmt.Fprintf(a.out, "%s: %s %s (was %s)\n", c.Queue, c.Action, c.IDs[0], c.State)
 		case c.Action == "paused" || c.Action == "resumed":

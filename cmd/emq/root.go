@@ -43,6 +43,7 @@ var commands = []func(*app) *cobra.Command{
 	cancelCmd,
 	lanesCmd,
 	laneCmd,
+	periodicCmd,
 	enqueueCmd,
 	tablesCmd,
 	tableCmd,
