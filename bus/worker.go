@@ -45,6 +45,7 @@ type Worker struct {
 	blockCtx    context.Context // cancelled when the worker drains: aborts a blocked BLPOP
 	hardCtx     context.Context // cancelled handBackTimeout after hard: cuts a round trip short
 	hardCancel  context.CancelFunc
+	hardAt      atomic.Int64 // when hardCtx is cancelled (unix ns), once Close's deadline passed; 0 before
 	blockStop   context.CancelFunc
 	beatEvery   time.Duration // the heartbeat's interval
 	tripTimeout time.Duration // bounds one round trip of the loop (tripBound)
@@ -234,6 +235,7 @@ func (w *Worker) Close(ctx context.Context) error {
 	w.hardOnce.Do(func() {
 		// A round trip in flight keeps the hand-backs' bound, not less: answered, its claims are
 		// handed back and its completes counted instead of left to their leases.
+		w.hardAt.Store(time.Now().Add(handBackTimeout).UnixNano())
 		cut = time.AfterFunc(handBackTimeout, w.hardCancel)
 		close(w.hard)
 	})

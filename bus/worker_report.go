@@ -147,20 +147,24 @@ func (r *reporter) run() {
 		select {
 		case <-r.quit:
 			if published {
-				// Close's hand-back bound (hardCtx) cuts the withdrawal short: the snapshot
-				// then expires by itself.
-				ctx, cancel := context.WithTimeout(w.hardCtx, reportTimeout)
-				if err := r.send(ctx, nil); err != nil {
-					w.log.Warn("bus: worker: withdrawing its stats failed; they expire by themselves", "err", err)
+				// Close's hand-back bound cuts the withdrawal short, or skips it once passed:
+				// the snapshot then expires by itself.
+				if ctx, cancel, ok := w.reportCtx(); ok {
+					if err := r.send(ctx, nil); err != nil {
+						w.log.Warn("bus: worker: withdrawing its stats failed; they expire by themselves", "err", err)
+					}
+					cancel()
 				}
-				cancel()
 			}
 			return
 		case <-timer.C:
 		}
-		// Close's hand-back bound (hardCtx) cuts a report in flight too: one that began
-		// while Close waits for the handlers must not hold Close past that bound.
-		ctx, cancel := context.WithTimeout(w.hardCtx, reportTimeout)
+		// Close's hand-back bound cuts a report in flight too: one that began while Close
+		// waits for the handlers must not hold Close past that bound.
+		ctx, cancel, ok := w.reportCtx()
+		if !ok {
+			continue // past the bound: the next select takes quit
+		}
 		if !listed {
 			if err := w.b.list(ctx, w.q.Name()); err != nil {
 				w.log.Warn("bus: worker: listing the queue in the registry failed; trying again", "err", err)
@@ -211,4 +215,25 @@ func (r *reporter) send(ctx context.Context, snap *workerSnapshot) error {
 	args := []string{w.cfg.ID, string(body), itoa(ttl), itoa(statsPrune)}
 	_, err := w.b.exec(ctx, lua.Run{Script: scWorkersReport, Keys: []string{w.q.Workers()}, Args: args}, nil)
 	return errorFor(call{op: "report stats", queue: w.q.Name()}, err)
+}
+
+// reportCtx bounds one report: reportTimeout, and Close's hand-back bound once its deadline
+// passed. The bound is the context's deadline, not only hardCtx's cancel: valkey-go reads the
+// handshake of a connection it dials by the context's deadline and does not watch a cancel
+// (a withdrawal that dialed once held Close 2 s past the bound). ok is false when the bound
+// has passed: nothing is sent.
+func (w *Worker) reportCtx() (ctx context.Context, cancel context.CancelFunc, ok bool) {
+	now := time.Now()
+	deadline := now.Add(reportTimeout)
+	if at := w.hardAt.Load(); at != 0 {
+		hard := time.Unix(0, at)
+		if !hard.After(now) {
+			return nil, nil, false
+		}
+		if hard.Before(deadline) {
+			deadline = hard
+		}
+	}
+	ctx, cancel = context.WithDeadline(w.hardCtx, deadline)
+	return ctx, cancel, true
 }

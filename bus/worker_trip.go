@@ -124,7 +124,9 @@ func (l *loop) apply(rt *roundTrip) {
 }
 
 // send runs the steps' scripts in one pipeline, bounded by the worker's tripTimeout, and by hardCtx,
-// which Close cancels handBackTimeout after its deadline; a round trip built past that
+// which Close cancels handBackTimeout after its deadline (a round trip sent after that deadline
+// has the cancel's moment as a deadline too: a connection valkey-go dials reads its handshake
+// by the deadline and ignores a cancel); a round trip built past that
 // deadline is bounded by handBackBy instead (non-zero then): the hand-backs of handlers that
 // return one after the other share one bound, so a server that stopped answering holds Close
 // up by handBackTimeout at most, not by that for every round trip.
@@ -132,6 +134,9 @@ func (l *loop) apply(rt *roundTrip) {
 // short (the replies are valid all the same). It runs on a sender goroutine and reads nothing of the loop.
 func (w *Worker) send(steps []step, ack *Ack, handBackBy time.Time) (out []result, unacked, err error) {
 	parent, deadline := w.hardCtx, time.Now().Add(w.tripTimeout)
+	if at := w.hardAt.Load(); at != 0 && time.Unix(0, at).Before(deadline) {
+		deadline = time.Unix(0, at) // sent after Close's deadline: hardCtx's cancel as a deadline too (see reportCtx)
+	}
 	if !handBackBy.IsZero() {
 		parent, deadline = context.Background(), handBackBy
 	}
