@@ -80,7 +80,7 @@ type ClaimOpts struct {
 // once, up to 16 calls in all, so it returns fewer jobs than asked only when no more may be
 // claimed now, or after those 16 calls.
 func (b *Bus) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]Job, error) {
-	q, r, err := b.claimRun(queue, opts)
+	q, r, count, err := b.claimRun(queue, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -88,11 +88,12 @@ func (b *Bus) Claim(ctx context.Context, queue string, opts *ClaimOpts) ([]Job, 
 	if opts != nil {
 		ack = &opts.Ack
 	}
-	jobs, _, err := b.claimAny(ctx, q, r, ack)
+	jobs, _, err := b.claimAny(ctx, q, r, count, ack)
 	return jobs, err
 }
 
-func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, error) {
+// claimRun is the claim script's run for opts, and how many jobs it asks for.
+func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, int, error) {
 	const op = "claim"
 	var o ClaimOpts
 	if opts != nil {
@@ -100,13 +101,13 @@ func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, erro
 	}
 	q, err := b.queue(op, queue)
 	if err != nil {
-		return q, lua.Run{}, err
+		return q, lua.Run{}, 0, err
 	}
 	if o.Count < 0 {
-		return q, lua.Run{}, fmt.Errorf("%w: %s in queue %s: ClaimOpts.Count %d must not be negative", ErrInvalid, op, queue, o.Count)
+		return q, lua.Run{}, 0, fmt.Errorf("%w: %s in queue %s: ClaimOpts.Count %d must not be negative", ErrInvalid, op, queue, o.Count)
 	}
 	if err := negativeOpt(op, queue, "ClaimOpts.Lease", o.Lease); err != nil {
-		return q, lua.Run{}, err
+		return q, lua.Run{}, 0, err
 	}
 	count := max(o.Count, 1)
 	lease := o.Lease
@@ -120,7 +121,7 @@ func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, erro
 	case promote < 0:
 		promote = 0
 	}
-	return q, lua.Run{Script: scClaim, Keys: keysOf(scClaim, q), Args: []string{itoa(msCeil(lease)), itoa(int64(count)), itoa(int64(promote))}}, nil
+	return q, lua.Run{Script: scClaim, Keys: keysOf(scClaim, q), Args: []string{itoa(msCeil(lease)), itoa(int64(count)), itoa(int64(promote))}}, count, nil
 }
 
 // claimed decodes a claim reply.

@@ -149,7 +149,7 @@ func (b *Bus) CompleteAndClaim(ctx context.Context, j Job, opts *ClaimOpts) ([]J
 	if err != nil {
 		return nil, err
 	}
-	_, cr, err := b.claimRun(j.Queue, opts)
+	_, cr, count, err := b.claimRun(j.Queue, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (b *Bus) CompleteAndClaim(ctx context.Context, j Job, opts *ClaimOpts) ([]J
 		ack = &opts.Ack
 	}
 	if b.usesFlow(j.Queue) {
-		return b.laneCompleteAndClaim(ctx, q, j, cr, ack) // one laneclaim retires and claims
+		return b.laneCompleteAndClaim(ctx, q, j, cr, count, ack) // one laneclaim retires and claims
 	}
 	out, ackErr := b.execMulti(ctx, []lua.Run{b.completeRun(q, j), cr}, ack)
 	if len(out) != 2 {
@@ -174,7 +174,7 @@ func (b *Bus) CompleteAndClaim(ctx context.Context, j Job, opts *ClaimOpts) ([]J
 	// which then covers the complete alone, is reported beside it.
 	jobs, err := claimed(q, out[1].msg, out[1].err)
 	if errors.Is(err, errFlowControl) {
-		jobs, _, err = b.claimAny(ctx, q, cr, ack) // the queue has lanes: claim it through them
+		jobs, _, err = b.claimAny(ctx, q, cr, count, ack) // the queue has lanes: claim it through them
 	}
 	return jobs, errors.Join(cerr, err, ackErr)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/valkey-io/valkey-go"
@@ -114,9 +113,9 @@ func (b *Bus) laneClaimed(q keys.Queue, msg valkey.ValkeyMessage, err error) (jo
 	return jobs, r.wait, errorFor(call{op: op, queue: q.Name()}, err)
 }
 
-// claimAny runs a claim of q: laneclaim when q keeps lane state, else claim, and laneclaim
-// after all when claim answers EMQLANES.
-func (b *Bus) claimAny(ctx context.Context, q keys.Queue, r lua.Run, ack *Ack) ([]Job, time.Duration, error) {
+// claimAny runs a claim of q for count jobs: laneclaim when q keeps lane state, else claim,
+// and laneclaim after all when claim answers EMQLANES.
+func (b *Bus) claimAny(ctx context.Context, q keys.Queue, r lua.Run, count int, ack *Ack) ([]Job, time.Duration, error) {
 	if !b.usesFlow(q.Name()) {
 		msg, err := b.exec(ctx, r, ack)
 		jobs, err := claimed(q, msg, err)
@@ -131,14 +130,14 @@ func (b *Bus) claimAny(ctx context.Context, q keys.Queue, r lua.Run, ack *Ack) (
 	if err != nil {
 		return jobs, wait, err
 	}
-	return b.claimRest(ctx, q, run, ack, jobs, wait)
+	return b.claimRest(ctx, q, run, count, ack, jobs, wait)
 }
 
 // maxClaimCalls bounds the laneclaim calls of one Claim: see claimRest.
 const maxClaimCalls = 16
 
-// claimRest completes a laneclaim (run, without finished jobs) that claimed jobs and answered
-// wait. A laneclaim that stops at its bound (wait 0) may claim fewer jobs than asked, none
+// claimRest completes a laneclaim of count jobs (run, without finished jobs) that claimed
+// jobs and answered wait. A laneclaim that stops at its bound (wait 0) may claim fewer jobs than asked, none
 // even, while jobs wait: a lane it counted on had fewer jobs than it assumed, or its visits ran
 // out on lanes that could not give work, which it took out of the round robin. So while wait
 // is 0 and jobs are missing, it claims the rest at once, up to maxClaimCalls calls in all;
@@ -146,11 +145,7 @@ const maxClaimCalls = 16
 // progress. A later call's error ends the claim: with the jobs claimed so far and no error
 // when there are any (they are the caller's; the error is the next claim's to meet), else
 // with the error; an *[AckError] comes with the jobs.
-func (b *Bus) claimRest(ctx context.Context, q keys.Queue, run lua.Run, ack *Ack, jobs []Job, wait time.Duration) ([]Job, time.Duration, error) {
-	count, err := strconv.Atoi(run.Args[1])
-	if err != nil {
-		return jobs, wait, fmt.Errorf("bus: claim in queue %s: count %q: %w", q.Name(), run.Args[1], err)
-	}
+func (b *Bus) claimRest(ctx context.Context, q keys.Queue, run lua.Run, count int, ack *Ack, jobs []Job, wait time.Duration) ([]Job, time.Duration, error) {
 	run.Args = append([]string(nil), run.Args[:3]...) // the lease, the count, the promote limit
 	for calls := 1; wait == 0 && len(jobs) < count && calls < maxClaimCalls; calls++ {
 		run.Args[1] = itoa(int64(count - len(jobs)))
@@ -170,7 +165,7 @@ func (b *Bus) claimRest(ctx context.Context, q keys.Queue, run lua.Run, ack *Ack
 
 // laneCompleteAndClaim is [Bus.CompleteAndClaim] for a queue with lane state: one laneclaim
 // retires j and claims.
-func (b *Bus) laneCompleteAndClaim(ctx context.Context, q keys.Queue, j Job, cr lua.Run, ack *Ack) ([]Job, error) {
+func (b *Bus) laneCompleteAndClaim(ctx context.Context, q keys.Queue, j Job, cr lua.Run, count int, ack *Ack) ([]Job, error) {
 	r := laneClaimRun(q, cr)
 	r.Args = append(append([]string(nil), r.Args...), j.ID.String(), itoa(j.Token))
 	msg, err := b.exec(ctx, r, ack)
@@ -198,7 +193,7 @@ func (b *Bus) laneCompleteAndClaim(ctx context.Context, q keys.Queue, j Job, cr 
 		return nil, perr
 	}
 	if err == nil {
-		jobs, _, err = b.claimRest(ctx, q, laneClaimRun(q, cr), ack, jobs, lr.wait)
+		jobs, _, err = b.claimRest(ctx, q, laneClaimRun(q, cr), count, ack, jobs, lr.wait)
 	}
 	return jobs, errors.Join(cerr, errorFor(call{op: "claim", queue: q.Name()}, err))
 }

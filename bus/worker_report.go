@@ -224,16 +224,19 @@ func (r *reporter) send(ctx context.Context, snap *workerSnapshot) error {
 // has passed: nothing is sent.
 func (w *Worker) reportCtx() (ctx context.Context, cancel context.CancelFunc, ok bool) {
 	now := time.Now()
-	deadline := now.Add(reportTimeout)
-	if at := w.hardAt.Load(); at != 0 {
-		hard := time.Unix(0, at)
-		if !hard.After(now) {
-			return nil, nil, false
-		}
-		if hard.Before(deadline) {
-			deadline = hard
-		}
+	deadline := w.hardBound(now.Add(reportTimeout))
+	if !deadline.After(now) {
+		return nil, nil, false
 	}
 	ctx, cancel = context.WithDeadline(w.hardCtx, deadline)
 	return ctx, cancel, true
+}
+
+// hardBound is deadline, or the moment Close cancels hardCtx when Close's deadline passed and
+// that comes first: the cancel as a deadline too (see reportCtx).
+func (w *Worker) hardBound(deadline time.Time) time.Time {
+	if at := w.hardAt.Load(); at != 0 && time.Unix(0, at).Before(deadline) {
+		return time.Unix(0, at)
+	}
+	return deadline
 }

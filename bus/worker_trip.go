@@ -133,10 +133,7 @@ func (l *loop) apply(rt *roundTrip) {
 // With ack, the pipeline is followed by its wait, and unacked is why the acknowledgement fell
 // short (the replies are valid all the same). It runs on a sender goroutine and reads nothing of the loop.
 func (w *Worker) send(steps []step, ack *Ack, handBackBy time.Time) (out []result, unacked, err error) {
-	parent, deadline := w.hardCtx, time.Now().Add(w.tripTimeout)
-	if at := w.hardAt.Load(); at != 0 && time.Unix(0, at).Before(deadline) {
-		deadline = time.Unix(0, at) // sent after Close's deadline: hardCtx's cancel as a deadline too (see reportCtx)
-	}
+	parent, deadline := w.hardCtx, w.hardBound(time.Now().Add(w.tripTimeout))
 	if !handBackBy.IsZero() {
 		parent, deadline = context.Background(), handBackBy
 	}

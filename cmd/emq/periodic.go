@@ -97,7 +97,7 @@ named pause, resume or remove is listed with emq periodic -- <queue>.)`,
 			return a.emit(l, func() { a.printPeriodic(l) })
 		},
 	}
-	remove := periodicVerbCmd(a, "remove", "removed", "Delete a periodic schedule (the jobs it enqueued stay)",
+	remove := periodicVerbCmd(a, "remove", "removed", "Delete a periodic schedule (the jobs it enqueued stay)", true,
 		func(b *bus.Bus, ctx context.Context, queue, name string) error {
 			found, err := b.RemovePeriodic(ctx, queue, name)
 			if err == nil && !found {
@@ -105,9 +105,8 @@ named pause, resume or remove is listed with emq periodic -- <queue>.)`,
 			}
 			return err
 		})
-	remove.Flags().BoolVar(&a.yes, "yes", false, "do not ask for confirmation")
-	c.AddCommand(periodicVerbCmd(a, "pause", "paused", "Stop a periodic schedule from firing", (*bus.Bus).PausePeriodic),
-		periodicVerbCmd(a, "resume", "resumed", "Let a paused periodic schedule fire again", (*bus.Bus).ResumePeriodic),
+	c.AddCommand(periodicVerbCmd(a, "pause", "paused", "Stop a periodic schedule from firing", false, (*bus.Bus).PausePeriodic),
+		periodicVerbCmd(a, "resume", "resumed", "Let a paused periodic schedule fire again", false, (*bus.Bus).ResumePeriodic),
 		remove)
 	return c
 }
@@ -136,8 +135,9 @@ func (a *app) printPeriodic(l periodicListing) {
 // periodicVerb is PausePeriodic, ResumePeriodic, or a removal.
 type periodicVerb func(b *bus.Bus, ctx context.Context, queue, name string) error
 
-func periodicVerbCmd(a *app, use, action, short string, verb periodicVerb) *cobra.Command {
-	return &cobra.Command{
+// periodicVerbCmd is emq periodic <use>; with confirm it asks first (or takes --yes).
+func periodicVerbCmd(a *app, use, action, short string, confirm bool, verb periodicVerb) *cobra.Command {
+	c := &cobra.Command{
 		Use:   use + " <queue> <name>",
 		Short: short,
 		Args:  cobra.ExactArgs(2),
@@ -151,8 +151,8 @@ func periodicVerbCmd(a *app, use, action, short string, verb periodicVerb) *cobr
 				return err
 			}
 			defer cancel()
-			if use == "remove" {
-				if err := a.confirm(fmt.Sprintf("remove the periodic schedule %s of queue %s", name, queue)); err != nil {
+			if confirm {
+				if err := a.confirm(fmt.Sprintf("%s the periodic schedule %s of queue %s", use, name, queue)); err != nil {
 					return err
 				}
 			}
@@ -162,4 +162,8 @@ func periodicVerbCmd(a *app, use, action, short string, verb periodicVerb) *cobr
 			return a.printChanged(changed{Queue: queue, Schedule: name, Action: action})
 		},
 	}
+	if confirm {
+		c.Flags().BoolVar(&a.yes, "yes", false, "do not ask for confirmation")
+	}
+	return c
 }
