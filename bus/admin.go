@@ -183,15 +183,16 @@ func jobArg(op, queue string, id keys.JobID) error {
 }
 
 // Cancel cancels a job and returns the state it had. A waiting job (StatePending or
-// StateScheduled) is deleted at once, its failure history with it. A claimed one
-// (StateActive) is cancelled cooperatively: its row's state becomes [StateCancelling] and
-// nothing else changes; the holder's next heartbeat is refused, a [Worker] then cancels the
-// handler's context with the cause [ErrCancelled] (or, when the job still waits in its
-// prefetch buffer, never runs it), and the job goes to dead with the failure "cancelled",
-// without a retry (a handler that returns nil before it notices completes the job). A holder that is gone leaves it to its lease: reap sends it to dead. Cancelling a
-// job that is cancelling already answers StateCancelling and changes nothing. A dead job is
-// not cancelled (a *[StateError]): purge it with [Bus.PurgeDead]. An idempotency key that
-// named the job keeps answering its id until the key's TTL.
+// StateScheduled) is deleted at once, its failure history with it. A claimed one (StateActive)
+// is cancelled cooperatively: its row's state becomes [StateCancelling] and nothing else
+// changes; the holder's next heartbeat is refused, a [Worker] then cancels the handler's
+// context with the cause [ErrCancelled] (or, when the job still waits in its prefetch buffer,
+// never runs it), and the job goes to dead with the failure "cancelled", without a retry (a
+// handler that returns nil before it notices completes the job). A holder that is gone leaves
+// it to its lease: reap sends it to dead. Cancelling a job that is cancelling already answers
+// StateCancelling and changes nothing. A dead job is not cancelled (a *[StateError]): purge it
+// with [Bus.PurgeDead]. An idempotency key that named the job keeps answering its id until the
+// key's TTL.
 func (b *Bus) Cancel(ctx context.Context, queue string, id keys.JobID) (State, error) {
 	const op = "cancel"
 	q, err := b.queue(op, queue)

@@ -31,11 +31,11 @@ type BrowseOpts struct {
 	// is not used for pending and dead.
 	AfterAt time.Time
 	// From and To bound the mint time of pending and dead: ids minted at or after From and
-	// before To. Zero values leave that side open. The ids carry their mint time, so no
-	// second index is read; they carry it to the millisecond, so both bounds are cut to the
-	// millisecond first: windows that meet split the ids between them, and a To of
-	// time.Now() leaves out the ids of its own millisecond. Active and schedule are ordered by score, not by mint time, and
-	// refuse them.
+	// before To. Zero values leave that side open. The ids carry their mint time, so no second
+	// index is read; they carry it to the millisecond, so both bounds are cut to the
+	// millisecond first: windows that meet split the ids between them, and a To of time.Now()
+	// leaves out the ids of its own millisecond. Active and schedule are ordered by score, not
+	// by mint time, and refuse them.
 	From, To time.Time
 	// Limit bounds the page. Default 100 ([DefaultLimit]); at most [MaxBrowseLimit] for
 	// active and schedule.

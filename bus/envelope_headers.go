@@ -77,9 +77,9 @@ func WithHeaders(envelope []byte, headers ...Header) ([]byte, error) {
 	return append(out, plain...), nil
 }
 
-// EnvelopeHeaders returns the headers of a payload's header block, in order: nil when it
-// has no block, empty when its block is (NUL LF). It answers [ErrNoEnvelope] when the payload is not an envelope, with or without a
-// block (a malformed block included).
+// EnvelopeHeaders returns the headers of a payload's header block, in order: nil when it has no
+// block, empty when its block is (NUL LF). It answers [ErrNoEnvelope] when the payload is not
+// an envelope, with or without a block (a malformed block included).
 func EnvelopeHeaders(payload []byte) ([]Header, error) {
 	start, n := envelopeKind(payload)
 	if n == 0 {

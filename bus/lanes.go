@@ -106,7 +106,8 @@ type LaneLimits struct {
 	// Rate bounds the lane's claims; the zero Rate is unset.
 	Rate Rate
 	// Weight is the lane's share of the round robin: a lane of weight 2 gets two turns (of up
-	// to 32 jobs each) for another's one. 1 to [MaxLaneWeight]; 0: unset (the queue's default, else 1).
+	// to 32 jobs each) for another's one. 1 to [MaxLaneWeight]; 0: unset (the queue's default,
+	// else 1).
 	Weight int
 }
 

@@ -136,14 +136,14 @@ func (b *Bus) claimAny(ctx context.Context, q keys.Queue, r lua.Run, count int, 
 // maxClaimCalls bounds the laneclaim calls of one Claim: see claimRest.
 const maxClaimCalls = 16
 
-// claimRest completes a laneclaim of count jobs (run, without finished jobs) that claimed
-// jobs and answered wait. A laneclaim that stops at its bound (wait 0) may claim fewer jobs than asked, none
-// even, while jobs wait: a lane it counted on had fewer jobs than it assumed, or its visits ran
-// out on lanes that could not give work, which it took out of the round robin. So while wait
-// is 0 and jobs are missing, it claims the rest at once, up to maxClaimCalls calls in all;
-// each call takes lanes that cannot give work out of the round robin, so the calls make
-// progress. A later call's error ends the claim: with the jobs claimed so far and no error
-// when there are any (they are the caller's; the error is the next claim's to meet), else
+// claimRest completes a laneclaim of count jobs (run, without finished jobs) that claimed jobs
+// and answered wait. A laneclaim that stops at its bound (wait 0) may claim fewer jobs than
+// asked, none even, while jobs wait: a lane it counted on had fewer jobs than it assumed, or
+// its visits ran out on lanes that could not give work, which it took out of the round robin.
+// So while wait is 0 and jobs are missing, it claims the rest at once, up to maxClaimCalls
+// calls in all; each call takes lanes that cannot give work out of the round robin, so the
+// calls make progress. A later call's error ends the claim: with the jobs claimed so far and no
+// error when there are any (they are the caller's; the error is the next claim's to meet), else
 // with the error; an *[AckError] comes with the jobs.
 func (b *Bus) claimRest(ctx context.Context, q keys.Queue, run lua.Run, count int, ack *Ack, jobs []Job, wait time.Duration) ([]Job, time.Duration, error) {
 	run.Args = append([]string(nil), run.Args[:3]...) // the lease, the count, the promote limit

@@ -98,8 +98,9 @@ func zipfSizes(lanes, total int, s float64) []int {
 // TestLaneZipf: 100 lanes of Zipf-skewed sizes, enqueued in random order, drained by one
 // worker. Round robin in turns of at most 32 jobs serves a lane of k jobs before any other lane
 // has given more than k + 32: the claim that takes a lane's last job is at most
-// sum(min(size, k + 32)) over the lanes, plus the worker's concurrency. Each lane's p99 wait (from the start of the drain, every job being
-// enqueued before it, to the job's claim) is reported.
+// sum(min(size, k + 32)) over the lanes, plus the worker's concurrency. Each lane's p99 wait
+// (from the start of the drain, every job being enqueued before it, to the job's claim) is
+// reported.
 func TestLaneZipf(t *testing.T) {
 	t.Parallel()
 	ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})

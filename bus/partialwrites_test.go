@@ -236,9 +236,9 @@ func TestNoPartialWriteCacheRecordSeq(t *testing.T) {
 
 // TestNoPartialWriteFlowCounters: a queue's flow hash whose waiting is not an integer (the
 // field HINCRBY moves), or whose vt is not a number (the score a lane rejoins laneready at),
-// holds values no script of the bundle writes; each lane script that would move them after
-// its first write refuses the call (EMQTYPE: ErrWrongType) with nothing written, instead of failing half
-// way: laneenqueue with a lane, completemany of a laned job, a claim through laneclaim.
+// holds values no script of the bundle writes; each lane script that would move them after its
+// first write refuses the call (EMQTYPE: ErrWrongType) with nothing written, instead of failing
+// half way: laneenqueue with a lane, completemany of a laned job, a claim through laneclaim.
 func TestNoPartialWriteFlowCounters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

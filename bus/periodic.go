@@ -102,8 +102,8 @@ type PeriodicInfo struct {
 	Paused bool
 }
 
-// encodePeriodic validates p and returns the row's spec and payload. Its errors wrap ErrInvalid and
-// name the field.
+// encodePeriodic validates p and returns the row's spec and payload. Its errors wrap ErrInvalid
+// and name the field.
 func (b *Bus) encodePeriodic(op, queue string, p Periodic) (spec, payload []byte, err error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s %q in queue %s: %s", ErrInvalid, op, p.Name, queue, fmt.Sprintf(format, args...))

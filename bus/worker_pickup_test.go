@@ -30,16 +30,16 @@ func pickupBound() time.Duration {
 }
 
 // TestWorkerPickupOnTime: jobs that another process enqueues with a delay while the workers
-// idle run at their run-at, not at a housekeeping pass or a wake timeout. Two worker
-// processes (housekeeping off, the 5 s wake timeout) block on an idle queue; after a warm-up,
-// this process enqueues 200 jobs with a 200 ms delay, one every 10 to 20 ms, in 10 bursts of
-// 20 with 300 ms between them. So each burst's first job meets an empty schedule (bursts 1 to 5) or one whose
-// head is a job an hour out (bursts 6 to 10): only its "s" marker can make a worker read the
-// new head in time. The others arrive while a worker waits on an earlier run-at. A handler
-// records when it started; its lateness is that minus the job's run-at (server clock, as
-// Lookup reads it; the server runs on this machine's clock). Lateness is what it measures,
-// and the other tests' worker processes load the machine enough to stall a loop for longer
-// than the bound, so it is a timing test (valkeytest.Timing): make test runs it alone.
+// idle run at their run-at, not at a housekeeping pass or a wake timeout. Two worker processes
+// (housekeeping off, the 5 s wake timeout) block on an idle queue; after a warm-up, this
+// process enqueues 200 jobs with a 200 ms delay, one every 10 to 20 ms, in 10 bursts of 20 with
+// 300 ms between them. So each burst's first job meets an empty schedule (bursts 1 to 5) or one
+// whose head is a job an hour out (bursts 6 to 10): only its "s" marker can make a worker read
+// the new head in time. The others arrive while a worker waits on an earlier run-at. A handler
+// records when it started; its lateness is that minus the job's run-at (server clock, as Lookup
+// reads it; the server runs on this machine's clock). Lateness is what it measures, and the
+// other tests' worker processes load the machine enough to stall a loop for longer than the
+// bound, so it is a timing test (valkeytest.Timing): make test runs it alone.
 func TestWorkerPickupOnTime(t *testing.T) {
 	valkeytest.Timing(t)
 	srv := valkeytest.Start(t)

@@ -80,10 +80,10 @@ func TestWorkerPrefetchAutoSlow(t *testing.T) {
 // TestWorkerPrefetchAutoStall: handlers that were fast and then stall do not keep the automatic
 // buffer's jobs. A worker with 4 slots learns on 2,000 no-op jobs, idles for more than a
 // second, then claims 8 jobs whose handlers block (4 running, 4 buffered); the idle spell is no
-// stall: half a second on, nothing was handed back. Once no handler returned for a heartbeat interval
-// (at least a second), the heartbeat hands the 4 buffered jobs back, the buffer shrinks to
-// none and the worker claims nothing more while its handlers stall; a second worker runs the
-// 8 jobs the first does not hold, the 4 handed back under token 2.
+// stall: half a second on, nothing was handed back. Once no handler returned for a heartbeat
+// interval (at least a second), the heartbeat hands the 4 buffered jobs back, the buffer
+// shrinks to none and the worker claims nothing more while its handlers stall; a second worker
+// runs the 8 jobs the first does not hold, the 4 handed back under token 2.
 func TestWorkerPrefetchAutoStall(t *testing.T) {
 	t.Parallel()
 	c := valkeytest.Shared(t).Client(t)

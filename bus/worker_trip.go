@@ -123,15 +123,15 @@ func (l *loop) apply(rt *roundTrip) {
 	}
 }
 
-// send runs the steps' scripts in one pipeline, bounded by the worker's tripTimeout, and by hardCtx,
-// which Close cancels handBackTimeout after its deadline (a round trip sent after that deadline
-// has the cancel's moment as a deadline too: a connection valkey-go dials reads its handshake
-// by the deadline and ignores a cancel); a round trip built past that
-// deadline is bounded by handBackBy instead (non-zero then): the hand-backs of handlers that
-// return one after the other share one bound, so a server that stopped answering holds Close
-// up by handBackTimeout at most, not by that for every round trip.
-// With ack, the pipeline is followed by its wait, and unacked is why the acknowledgement fell
-// short (the replies are valid all the same). It runs on a sender goroutine and reads nothing of the loop.
+// send runs the steps' scripts in one pipeline, bounded by the worker's tripTimeout, and by
+// hardCtx, which Close cancels handBackTimeout after its deadline (a round trip sent after that
+// deadline has the cancel's moment as a deadline too: a connection valkey-go dials reads its
+// handshake by the deadline and ignores a cancel); a round trip built past that deadline is
+// bounded by handBackBy instead (non-zero then): the hand-backs of handlers that return one
+// after the other share one bound, so a server that stopped answering holds Close up by
+// handBackTimeout at most, not by that for every round trip. With ack, the pipeline is followed
+// by its wait, and unacked is why the acknowledgement fell short (the replies are valid all the
+// same). It runs on a sender goroutine and reads nothing of the loop.
 func (w *Worker) send(steps []step, ack *Ack, handBackBy time.Time) (out []result, unacked, err error) {
 	parent, deadline := w.hardCtx, w.hardBound(time.Now().Add(w.tripTimeout))
 	if !handBackBy.IsZero() {

@@ -9,8 +9,9 @@ import (
 
 // The L1 hit path must not read the precise clock: a monotonic clock read is of the same
 // order as the whole ristretto lookup, so reading it on every hit would make the hit a good
-// deal slower (BenchmarkL1Hit tracks it). Hits read a coarse clock instead, and fall back to the precise clock
-// only for entries within clockGuard of a deadline (expiry or the early-refresh window).
+// deal slower (BenchmarkL1Hit tracks it). Hits read a coarse clock instead, and fall back to
+// the precise clock only for entries within clockGuard of a deadline (expiry or the
+// early-refresh window).
 //
 // Two things keep the coarse clock close to the precise one. A ticker goroutine stores the
 // precise time every clockTick while hits happen; but a ticker is starved exactly when the

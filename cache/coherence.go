@@ -12,12 +12,13 @@ import (
 )
 
 // Coherence across processes. Every write ([Table.Set], [Table.Invalidate],
-// [Table.InvalidateAll]) is one script that changes the rows, bumps the table's sequence in
-// its coherence record ecc:{<table>} (hash: epoch, seq, last: the write's token, and a ring
-// r0..r63 of the tokens of the last 64 writes, by seq mod 64) and publishes "<epoch>\n<seq>\n<server µs>\n<prev token>\n<token>\n<id>..." on the
-// table's channel, from the table's slot, so every subscriber sees one table's sequence in
-// order. Each Cache holds one subscription (package topic) for all its tables and keeps, per
-// table, the (epoch, seq, token) it has seen:
+// [Table.InvalidateAll]) is one script that changes the rows, bumps the table's sequence in its
+// coherence record ecc:{<table>} (hash: epoch, seq, last: the write's token, and a ring r0..r63
+// of the tokens of the last 64 writes, by seq mod 64) and publishes
+// "<epoch>\n<seq>\n<server µs>\n<prev token>\n<token>\n<id>..." on the table's channel, from
+// the table's slot, so every subscriber sees one table's sequence in order. Each Cache holds one
+// subscription (package topic) for all its tables and keeps, per table, the (epoch, seq, token)
+// it has seen:
 //
 //   - a message with the next seq, chained to the token seen last, drops its ids from L1; a
 //     duplicate (a recent (seq, token) seen again) still drops them and changes nothing else;

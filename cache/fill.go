@@ -11,13 +11,13 @@ import (
 	"github.com/echocache/echocache/internal/panics"
 )
 
-// fill is the part of a miss that may call the loader. Inside the process it is
-// single-flight per id among the callers whose reads began in one generation (flightKey: a
-// caller that read after an invalidation of the id does not join a fill begun before it);
-// across processes a fill lease in the row does the same. rd is the read of the row the miss made: the flight's leader acts on it instead
-// of reading the row again (a joiner's read is not needed). ctx bounds only this caller's
-// wait: the fill runs detached from it, so one caller giving up does not spoil the fill for
-// the others.
+// fill is the part of a miss that may call the loader. Inside the process it is single-flight
+// per id among the callers whose reads began in one generation (flightKey: a caller that read
+// after an invalidation of the id does not join a fill begun before it); across processes a
+// fill lease in the row does the same. rd is the read of the row the miss made: the flight's
+// leader acts on it instead of reading the row again (a joiner's read is not needed). ctx
+// bounds only this caller's wait: the fill runs detached from it, so one caller giving up does
+// not spoil the fill for the others.
 func (t *Table[K, V]) fill(ctx context.Context, id K, idStr, key string, rd fillRead) (V, error) {
 	var zero V
 	t.st.misses.Add(1)

@@ -25,15 +25,15 @@ import (
 // unreadable, a miss.
 //
 // A fill lease is the placeholder a filler writes with SET NX PX before it calls the loader;
-// its token becomes the version of the value row the filler writes. "Refreshing" is a value
-// row claimed by one process for an early refresh (XFetch): readers use its value while the
-// claimant loads, and a claim names the version it refreshes, so a process whose copy is of
-// an older version cannot refresh a row that was refreshed meanwhile. The load time travels
-// with the value so that every process scales its early-refresh probability by it. The
-// expiry, by the writer's wall clock, tells a reader that has not asked for the row's PTTL
-// (a table without L1) whether the row may be near its end and worth asking; it is never
-// used for a deadline, so clock skew between hosts cannot make anything outlive its row. The lua scripts cache_fill,
-// cache_refresh and cache_reclaim read and write the same format.
+// its token becomes the version of the value row the filler writes. "Refreshing" is a value row
+// claimed by one process for an early refresh (XFetch): readers use its value while the
+// claimant loads, and a claim names the version it refreshes, so a process whose copy is of an
+// older version cannot refresh a row that was refreshed meanwhile. The load time travels with
+// the value so that every process scales its early-refresh probability by it. The expiry, by
+// the writer's wall clock, tells a reader that has not asked for the row's PTTL (a table
+// without L1) whether the row may be near its end and worth asking; it is never used for a
+// deadline, so clock skew between hosts cannot make anything outlive its row. The lua scripts
+// cache_fill, cache_refresh and cache_reclaim read and write the same format.
 //
 // A row that does not parse (another format version, a foreign writer, corrupt bytes) is a
 // miss, counted in [Stats].CorruptRows, and is replaced by the next fill.

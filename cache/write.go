@@ -67,12 +67,13 @@ func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 	return nil
 }
 
-// Invalidate deletes the rows of ids from L2 and invalidates them in every process's L1:
-// one script (cache_invalidate) per up to 256 ids (per shard, on a sharded table) deletes the
-// rows (and any fill lease on them), bumps the sequence and publishes the ids. This process's L1 entries are
-// dropped before it returns. Invalidating an id that has no row is not an error. When Valkey
-// cannot be reached, Invalidate returns the error and the table also remembers the ids and
-// sends their invalidation once Valkey answers again, so other processes drop their copies.
+// Invalidate deletes the rows of ids from L2 and invalidates them in every process's L1: one
+// script (cache_invalidate) per up to 256 ids (per shard, on a sharded table) deletes the rows
+// (and any fill lease on them), bumps the sequence and publishes the ids. This process's L1
+// entries are dropped before it returns. Invalidating an id that has no row is not an error.
+// When Valkey cannot be reached, Invalidate returns the error and the table also remembers the
+// ids and sends their invalidation once Valkey answers again, so other processes drop their
+// copies.
 func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 	t.writeMu.RLock()
 	defer t.writeMu.RUnlock()
@@ -119,10 +120,10 @@ func (t *Table[K, V]) Invalidate(ctx context.Context, ids ...K) error {
 }
 
 // InvalidateAll invalidates the whole table: every row is deleted from L2 (a SCAN step per
-// script call, so a large table does not block the server), then a new epoch is published
-// (per shard, on a sharded table), and every process flushes the table's L1 when it sees it. This process's L1 is flushed
-// before it returns. Rows written while it runs may survive it. One that cannot reach Valkey
-// is retried once Valkey answers again.
+// script call, so a large table does not block the server), then a new epoch is published (per
+// shard, on a sharded table), and every process flushes the table's L1 when it sees it. This
+// process's L1 is flushed before it returns. Rows written while it runs may survive it. One
+// that cannot reach Valkey is retried once Valkey answers again.
 func (t *Table[K, V]) InvalidateAll(ctx context.Context) error {
 	t.writeMu.RLock()
 	defer t.writeMu.RUnlock()

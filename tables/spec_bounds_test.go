@@ -12,8 +12,8 @@ import (
 
 // TestResolveTimeoutBound: a LoaderTimeout or L2Timeout so long that the deadlines the cache
 // derives from them (a fill's 2*LeaseTTL + LoaderTimeout, a degraded load's L2Timeout +
-// LoaderTimeout) overflow a time.Duration is refused, naming the field; 50 years is
-// accepted, and keeps those sums positive. Before the fix math.MaxInt64 was accepted, and every fill ran
+// LoaderTimeout) overflow a time.Duration is refused, naming the field; 50 years is accepted,
+// and keeps those sums positive. Before the fix math.MaxInt64 was accepted, and every fill ran
 // under a deadline already past.
 func TestResolveTimeoutBound(t *testing.T) {
 	t.Parallel()

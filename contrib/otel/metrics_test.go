@@ -18,10 +18,10 @@ import (
 	"github.com/echocache/echocache/tables"
 )
 
-// TestMetrics: known activity (3 completed, 1 dead, 1 snoozed, 1 cancelled while it ran and
-// so dead, then 2 waiting in a paused queue; a table read 5 times, 3 L1 hits, one Set) read through a manual reader: the
-// histograms from the middleware and the fleet's instruments, as the Prometheus collector
-// shows them.
+// TestMetrics: known activity (3 completed, 1 dead, 1 snoozed, 1 cancelled while it ran and so
+// dead, then 2 waiting in a paused queue; a table read 5 times, 3 L1 hits, one Set) read
+// through a manual reader: the histograms from the middleware and the fleet's instruments, as
+// the Prometheus collector shows them.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	srv := echotest.Valkey(t)
