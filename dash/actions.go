@@ -112,7 +112,7 @@ func (d *Dashboard) confirm(w http.ResponseWriter, r *http.Request, a Action, qu
 // describe is the question the confirmation asks.
 func describe(a Action, queue string, r *http.Request) string {
 	ids := r.PostForm["id"]
-	what := fmt.Sprintf("%d job(s) %s", len(ids), strings.Join(ids, ", "))
+	what := plural(int64(len(ids)), "job") + " " + strings.Join(ids, ", ")
 	if r.PostForm.Get("all") == "1" {
 		what = fmt.Sprintf("every dead job (up to %d)", bulkMax)
 	}
@@ -184,13 +184,13 @@ func (d *Dashboard) retry(ctx context.Context, r *http.Request, queue string) (s
 			}
 			after = p.IDs[len(p.IDs)-1]
 		}
-		return fmt.Sprintf("retried %d dead job(s) of %s", total, queue), nil
+		return fmt.Sprintf("retried %s of %s", plural(int64(total), "dead job"), queue), nil
 	}
 	if len(ids) == 0 {
 		return "", fmt.Errorf("%w: retry: no id and not all", ErrInvalid)
 	}
 	n, err := d.cfg.Bus.RetryDead(ctx, queue, ids...)
-	return fmt.Sprintf("retried %d dead job(s) of %s", n, queue), err
+	return fmt.Sprintf("retried %s of %s", plural(int64(n), "dead job"), queue), err
 }
 
 func (d *Dashboard) purge(ctx context.Context, r *http.Request, queue string) (string, error) {
@@ -210,13 +210,13 @@ func (d *Dashboard) purge(ctx context.Context, r *http.Request, queue string) (s
 				break
 			}
 		}
-		return fmt.Sprintf("purged %d dead job(s) of %s", total, queue), nil
+		return fmt.Sprintf("purged %s of %s", plural(int64(total), "dead job"), queue), nil
 	}
 	if len(ids) == 0 {
 		return "", fmt.Errorf("%w: purge: no id and not all", ErrInvalid)
 	}
 	got, err := d.cfg.Bus.PurgeDead(ctx, queue, &bus.PurgeOpts{IDs: ids})
-	return fmt.Sprintf("purged %d dead job(s) of %s", len(got), queue), err
+	return fmt.Sprintf("purged %s of %s", plural(int64(len(got)), "dead job"), queue), err
 }
 
 func (d *Dashboard) cancelJob(ctx context.Context, r *http.Request, queue string) (string, error) {

@@ -34,7 +34,7 @@ func TestRetryFlow(t *testing.T) {
 	resp, body := s.post("/queues/"+q+"/retry", url.Values{"csrf": {tok}, "id": {id.String()}, "back": {prefix + job}}, sameOrigin)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.Contains(t, body, `id="question"`)
-	require.Contains(t, body, "Retry 1 job(s) "+id.String())
+	require.Contains(t, body, "Retry 1 job "+id.String())
 	info, err := s.bus.Lookup(ctx, q, id)
 	require.NoError(t, err)
 	require.Equal(t, bus.StateDead, info.State, "asking is not doing")
@@ -47,7 +47,7 @@ func TestRetryFlow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, bus.StatePending, info.State)
 	_, page := s.get(strings.TrimPrefix(loc, prefix))
-	require.Contains(t, page, "retried 1 dead job(s) of "+q)
+	require.Contains(t, page, "retried 1 dead job of "+q)
 
 	// An open redirect is not followed: back must be a path of the dashboard.
 	q2 := name(t, ".2")
@@ -205,10 +205,10 @@ func TestActions(t *testing.T) {
 	a := deadJob(t, s.bus, q, []byte("a"))
 	deadJob(t, s.bus, q, []byte("b"))
 	deadJob(t, s.bus, q, []byte("c"))
-	require.Equal(t, "purged 1 dead job(s) of "+q, do("/queues/"+q+"/purge", url.Values{"id": {a.String()}}))
+	require.Equal(t, "purged 1 dead job of "+q, do("/queues/"+q+"/purge", url.Values{"id": {a.String()}}))
 	_, err = s.bus.Lookup(ctx, q, a)
 	require.ErrorIs(t, err, bus.ErrNotFound)
-	require.Equal(t, "retried 2 dead job(s) of "+q, do("/queues/"+q+"/retry", url.Values{"all": {"1"}}))
+	require.Equal(t, "retried 2 dead jobs of "+q, do("/queues/"+q+"/retry", url.Values{"all": {"1"}}))
 	require.Equal(t, bus.Counts{Pending: 2}, counts())
 	for range 2 {
 		jobs, err := s.bus.Claim(ctx, q, nil)
@@ -216,7 +216,7 @@ func TestActions(t *testing.T) {
 		_, err = s.bus.Fail(ctx, jobs[0], &bus.FailOpts{MaxAttempts: 1})
 		require.NoError(t, err)
 	}
-	require.Equal(t, "purged 2 dead job(s) of "+q, do("/queues/"+q+"/purge", url.Values{"all": {"1"}}))
+	require.Equal(t, "purged 2 dead jobs of "+q, do("/queues/"+q+"/purge", url.Values{"all": {"1"}}))
 	require.Equal(t, bus.Counts{}, counts())
 
 	e, err := s.bus.Enqueue(ctx, q, []byte("later"), nil)

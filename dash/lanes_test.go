@@ -95,7 +95,7 @@ func TestLanesTab(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, `<a href="?set=lanes" aria-current="page" class="on" id="tab-lanes">Lanes</a>`)
 	require.Contains(t, body, "Queue rate <strong>1000/1s burst 50</strong> · lane defaults <strong>cap 10</strong>")
-	require.Contains(t, body, "5 job(s) wait in lanes, 1 at a priority; lanes ready 2, held back 1, with claimed jobs 1.")
+	require.Contains(t, body, "5 jobs wait in lanes, 1 at a priority; lanes ready 2, held back 1, with claimed jobs 1.")
 	require.NotContains(t, body, `id="jobs"`, "no job table on the lanes tab")
 	require.Equal(t, []string{"", "acme"}, laneRows(body), "ready: the queue's own stream, then acme")
 	require.Equal(t, "acme 5 200/1s burst 20 2 3 1 yes —", cells(t, body, "acme"))

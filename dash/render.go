@@ -119,6 +119,7 @@ var funcs = template.FuncMap{
 	"rate":       func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "/s" },
 	"dur":        dur,
 	"num":        num,
+	"plural":     plural,
 	"path":       url.PathEscape,
 	"query":      url.QueryEscape,
 	"x100":       func(f float64) string { return strconv.FormatFloat(100*f, 'f', 2, 64) },
@@ -145,20 +146,31 @@ func ago(t time.Time) string {
 	return "in " + dur(d)
 }
 
-// dur is d in a short human form.
+// dur is d in a short human form, to one decimal where it has one: "250ms", "1.5s", "15s".
 func dur(d time.Duration) string {
+	one := func(f float64, unit string) string {
+		return strings.TrimSuffix(strconv.FormatFloat(f, 'f', 1, 64), ".0") + unit
+	}
 	switch {
 	case d < time.Millisecond:
 		return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) + "µs"
 	case d < time.Second:
-		return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + "ms"
+		return one(float64(d)/1e6, "ms")
 	case d < time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+		return one(d.Seconds(), "s")
 	case d < time.Hour:
-		return strconv.FormatFloat(d.Minutes(), 'f', 1, 64) + "m"
+		return one(d.Minutes(), "m")
 	default:
-		return strconv.FormatFloat(d.Hours(), 'f', 1, 64) + "h"
+		return one(d.Hours(), "h")
 	}
+}
+
+// plural is n and noun, with an s when n is not 1: "1 job", "6 jobs".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return num(n) + " " + noun
+	}
+	return num(n) + " " + noun + "s"
 }
 
 // num is n with thin separators between thousands.

@@ -263,7 +263,7 @@ func TestDashboardInBrowser(t *testing.T) {
 			chromedp.WaitVisible(id("confirm-dialog")))
 		require.Equal(t, bus.StateDead, state(t, s, s.orders, s.dead), "the dialog alone changes nothing")
 		b.do(t, chromedp.Click(id("confirm-yes")), chromedp.WaitVisible(id("flash")))
-		require.Contains(t, b.text(t, "flash"), "retried 1 dead job(s) of orders")
+		require.Contains(t, b.text(t, "flash"), "retried 1 dead job of orders")
 		require.Equal(t, "pending", b.text(t, "state"), "the page")
 		require.Equal(t, bus.StatePending, state(t, s, s.orders, s.dead), "Valkey")
 		b.clean(t, "the retry")
