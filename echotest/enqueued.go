@@ -26,6 +26,9 @@ type EnqueuedJob struct {
 	At    time.Time
 	// Attempts counts the job's claims so far (0 for a job never claimed).
 	Attempts int64
+	// Lane and Priority are the job's, as enqueued ("" and 0 for none).
+	Lane     string
+	Priority int
 	// Kind and Args are the task's kind and encoded args; for a payload that is not a task
 	// envelope, Kind is "" and Args the whole payload.
 	Kind string
@@ -36,6 +39,12 @@ func (j EnqueuedJob) String() string {
 	s := fmt.Sprintf("%s %s %s(%s)", j.ID, j.State, j.Kind, j.Args)
 	if j.State == bus.StateScheduled {
 		s += " at " + j.At.UTC().Format(time.RFC3339Nano)
+	}
+	if j.Lane != "" {
+		s += " lane " + j.Lane
+	}
+	if j.Priority != 0 {
+		s += fmt.Sprintf(" priority %d", j.Priority)
 	}
 	return s
 }
@@ -105,7 +114,8 @@ func Enqueued(tb testing.TB, b *bus.Bus, queue string) []EnqueuedJob {
 		if info.State != bus.StatePending && info.State != bus.StateScheduled {
 			continue // claimed since the sets were read
 		}
-		j := EnqueuedJob{ID: id, State: info.State, At: info.At, Attempts: info.Attempts, Args: info.Payload}
+		j := EnqueuedJob{ID: id, State: info.State, At: info.At, Attempts: info.Attempts,
+			Lane: info.Lane, Priority: info.Priority, Args: info.Payload}
 		if kind, body, err := bus.ParseEnvelope(info.Payload); err == nil {
 			j.Kind, j.Args = kind, body
 		}
@@ -124,6 +134,9 @@ type RequireOpts struct {
 	// State, when set, requires the job to be in that state: bus.StatePending or
 	// bus.StateScheduled. Default either.
 	State bus.State
+	// Lane, when set, requires the job to be in that lane (EnqueueOpts.Lane). Default any
+	// lane, or none.
+	Lane string
 }
 
 // RequireEnqueued fails the test unless queue holds a waiting job (pending or scheduled, as
@@ -146,7 +159,7 @@ func RequireEnqueued[T any](tb testing.TB, b *bus.Bus, queue, kind string, args 
 	}
 	all := Enqueued(tb, b, queue)
 	for _, j := range all {
-		if j.Kind != kind || o.State != "" && j.State != o.State {
+		if j.Kind != kind || o.State != "" && j.State != o.State || o.Lane != "" && j.Lane != o.Lane {
 			continue
 		}
 		var got T
@@ -160,6 +173,9 @@ func RequireEnqueued[T any](tb testing.TB, b *bus.Bus, queue, kind string, args 
 	want := "waiting"
 	if o.State != "" {
 		want = string(o.State)
+	}
+	if o.Lane != "" {
+		want += " (lane " + o.Lane + ")"
 	}
 	tb.Fatalf("echotest: queue %s holds no %s job of kind %s with args %+v; it holds %d waiting:%s", queue, want, kind, args, len(all), listing(all))
 	return EnqueuedJob{}

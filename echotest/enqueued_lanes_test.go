@@ -11,8 +11,9 @@ import (
 )
 
 // TestEnqueuedLanesAndPriorities: a job enqueued in a lane waits in its lane's set and one of
-// priority 1 to 3 in urgent, not in pending: Enqueued lists them, RequireEnqueued finds them
-// and RequireNotEnqueued fails on them.
+// priority 1 to 3 in urgent, not in pending: Enqueued lists them with their lane and priority,
+// RequireEnqueued finds them (in a given lane, with RequireOpts.Lane) and RequireNotEnqueued
+// fails on them.
 func TestEnqueuedLanesAndPriorities(t *testing.T) {
 	t.Parallel()
 	b := echotest.Valkey(t).Bus(t, nil)
@@ -37,7 +38,17 @@ func TestEnqueuedLanesAndPriorities(t *testing.T) {
 	require.Equal(t, both.ID, echotest.RequireEnqueued(t, b, queue, "sms.send", email{To: "dora"}, nil).ID)
 	require.Equal(t, smsLane.ID, echotest.RequireEnqueued(t, b, queue, "sms.send", email{To: "eve"}, nil).ID)
 
-	msg := fails(t, func(tb testing.TB) { echotest.RequireNotEnqueued(tb, b, queue, "sms.send") })
+	j := echotest.RequireEnqueued(t, b, queue, "sms.send", email{To: "dora"}, &echotest.RequireOpts{Lane: "acme"})
+	require.Equal(t, "acme", j.Lane)
+	require.Equal(t, 3, j.Priority)
+	require.Contains(t, j.String(), " lane acme priority 3")
+	msg := fails(t, func(tb testing.TB) {
+		echotest.RequireEnqueued(tb, b, queue, "email.send", email{To: "bob"}, &echotest.RequireOpts{Lane: "globex"})
+	})
+	require.Contains(t, msg, "holds no waiting (lane globex) job of kind email.send")
+	require.Contains(t, msg, "email.send({\"to\":\"bob\"}) lane acme", "the listing names each job's lane")
+
+	msg = fails(t, func(tb testing.TB) { echotest.RequireNotEnqueued(tb, b, queue, "sms.send") })
 	require.Contains(t, msg, "holds 2 waiting jobs of kind sms.send", "jobs of lanes are waiting jobs")
 	require.Len(t, echotest.Enqueued(t, b, queue), 5)
 }
