@@ -25,9 +25,11 @@
 //     carries).
 //   - [ObserveFleet] registers observable instruments read from what every process publishes
 //     in Valkey, at each collection: echomq.queue.jobs (attribute echomq.job.state),
-//     echomq.queue.paused, echomq.queue.workers, echomq.queue.worker_slots,
-//     echomq.queue.jobs_running, the counters echomq.jobs.claimed, .completed, .failed,
-//     .retried, .dead, .snoozed, .handed_back, .stale, .lease_lost, .cancelled; and per table
+//     echomq.queue.paused, echomq.queue.waiting_jobs (attribute echomq.queue.set: lanes,
+//     urgent), echomq.queue.lanes (attribute echomq.lane.state: ready, held, active),
+//     echomq.queue.workers, echomq.queue.worker_slots, echomq.queue.jobs_running, the counters
+//     echomq.jobs.claimed, .completed, .failed, .retried, .dead, .snoozed, .handed_back,
+//     .stale, .lease_lost, .cancelled, .rate_limited; and per table
 //     (attribute echocache.table) echocache.table.caches, .degraded_caches, .hits (attribute
 //     echocache.tier), .misses, .loads, .load_errors, .load_time (s), .invalidations_sent,
 //     .invalidations_received, .gaps, .regressions, .flushes, .propagations,

@@ -39,6 +39,8 @@ type inst struct {
 var queueInsts = []inst{
 	{"echomq.queue.jobs", "{job}", "Jobs in each of the queue's sets.", false},
 	{"echomq.queue.paused", "1", "1 when the queue is paused.", false},
+	{"echomq.queue.waiting_jobs", "{job}", "Waiting jobs in the lanes' sets (echomq.queue.set lanes) and of priority 1 to 3 (urgent), both counted as pending.", false},
+	{"echomq.queue.lanes", "{lane}", "Lanes in the round robin (echomq.lane.state ready), held back by a rate or RateLimited (held), with claimed jobs (active).", false},
 	{"echomq.queue.workers", "{worker}", "Live workers of the queue that publish stats.", false},
 	{"echomq.queue.worker_slots", "{slot}", "The live workers' summed concurrency.", false},
 	{"echomq.queue.jobs_running", "{job}", "Handlers running now.", false},
@@ -52,6 +54,7 @@ var queueInsts = []inst{
 	{"echomq.jobs.stale", "{job}", "Outcomes refused as stale (EMQSTALE).", true},
 	{"echomq.jobs.lease_lost", "{job}", "Jobs whose heartbeat found the lease lost.", true},
 	{"echomq.jobs.cancelled", "{job}", "Running jobs whose heartbeat found them cancelled (then dead).", true},
+	{"echomq.jobs.rate_limited", "{job}", "Jobs handed back by a handler's RateLimited, their attempt refunded.", true},
 }
 
 var tableInsts = []inst{
@@ -162,6 +165,11 @@ func (f *fleet) observeQueues(ctx context.Context, o metric.Observer) error {
 			paused = 1
 		}
 		put("echomq.queue.paused", paused)
+		put("echomq.queue.waiting_jobs", float64(c.InLanes), SetKey.String("lanes"))
+		put("echomq.queue.waiting_jobs", float64(c.Urgent), SetKey.String("urgent"))
+		put("echomq.queue.lanes", float64(c.LanesReady), LaneKey.String("ready"))
+		put("echomq.queue.lanes", float64(c.LanesHeld), LaneKey.String("held"))
+		put("echomq.queue.lanes", float64(c.LanesActive), LaneKey.String("active"))
 		put("echomq.queue.workers", float64(len(fs.Workers)))
 		put("echomq.queue.worker_slots", float64(fs.Concurrency))
 		t := f.sums.Queue(fs)
@@ -176,6 +184,7 @@ func (f *fleet) observeQueues(ctx context.Context, o metric.Observer) error {
 		put("echomq.jobs.stale", float64(t.Stale))
 		put("echomq.jobs.lease_lost", float64(t.LeaseLost))
 		put("echomq.jobs.cancelled", float64(t.Cancelled))
+		put("echomq.jobs.rate_limited", float64(t.RateLimited))
 	}
 	return nil
 }

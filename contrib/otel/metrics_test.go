@@ -129,7 +129,7 @@ func TestMetrics(t *testing.T) {
 	for name, n := range map[string]float64{
 		"echomq.jobs.claimed": 6, "echomq.jobs.completed": 3, "echomq.jobs.failed": 2, "echomq.jobs.retried": 0,
 		"echomq.jobs.dead": 2, "echomq.jobs.snoozed": 1, "echomq.jobs.stale": 0, "echomq.jobs.lease_lost": 0,
-		"echomq.jobs.cancelled": 1,
+		"echomq.jobs.cancelled": 1, "echomq.jobs.rate_limited": 0,
 	} {
 		require.Equal(t, n, value(name, dest), name)
 	}

@@ -29,6 +29,8 @@ var (
 	AttemptKey = attribute.Key("echomq.job.attempt")
 	OutcomeKey = attribute.Key("echomq.job.outcome")
 	StateKey   = attribute.Key("echomq.job.state")
+	SetKey     = attribute.Key("echomq.queue.set")
+	LaneKey    = attribute.Key("echomq.lane.state")
 	TableKey   = attribute.Key("echocache.table")
 	TierKey    = attribute.Key("echocache.tier")
 )

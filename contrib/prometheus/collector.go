@@ -70,6 +70,8 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	qJobs        = desc("echomq_queue_jobs", "Jobs in each of the queue's sets.", "queue", "state")
 	qPaused      = desc("echomq_queue_paused", "1 when the queue is paused.", "queue")
+	qWaiting     = desc("echomq_queue_waiting_jobs", "Waiting jobs in the lanes' sets (set lanes) and of priority 1 to 3 (set urgent), both counted in echomq_queue_jobs{state=\"pending\"}.", "queue", "set")
+	qLanes       = desc("echomq_queue_lanes", "Lanes in the round robin (ready), held back by a rate or RateLimited (held), with claimed jobs (active).", "queue", "state")
 	qWorkers     = desc("echomq_queue_workers", "Live workers of the queue that publish stats.", "queue")
 	qSlots       = desc("echomq_queue_worker_slots", "The live workers' summed concurrency.", "queue")
 	qRunning     = desc("echomq_queue_jobs_running", "Handlers running now.", "queue")
@@ -101,7 +103,7 @@ var (
 	scrapeError  = desc("echocache_scrape_error", "A read of the collector failed.")
 )
 
-var allDescs = []*prometheus.Desc{qJobs, qPaused, qWorkers, qSlots, qRunning, qClaimed, qCompleted, qFailed, qRetried,
+var allDescs = []*prometheus.Desc{qJobs, qPaused, qWaiting, qLanes, qWorkers, qSlots, qRunning, qClaimed, qCompleted, qFailed, qRetried,
 	qDead, qSnoozed, qHandedBack, qStale, qLeaseLost, qCancelled, qRateLimited, tCaches, tDegraded, tHits, tMisses, tLoads, tLoadErrors,
 	tLoadSeconds, tInvSent, tInvReceived, tGaps, tRegressions, tFlushes, tPropagation, tPropMax}
 
@@ -159,6 +161,11 @@ func (c *Collector) collectQueues(ctx context.Context, ch chan<- prometheus.Metr
 		gauge(qJobs, float64(counts.Scheduled), "scheduled")
 		gauge(qJobs, float64(counts.Dead), "dead")
 		gauge(qPaused, b2f(counts.Paused))
+		gauge(qWaiting, float64(counts.InLanes), "lanes")
+		gauge(qWaiting, float64(counts.Urgent), "urgent")
+		gauge(qLanes, float64(counts.LanesReady), "ready")
+		gauge(qLanes, float64(counts.LanesHeld), "held")
+		gauge(qLanes, float64(counts.LanesActive), "active")
 		gauge(qWorkers, float64(len(fs.Workers)))
 		gauge(qSlots, float64(fs.Concurrency))
 		t := c.sums.Queue(fs)

@@ -30,6 +30,10 @@
 //
 //	echomq_queue_jobs{queue,state}            gauge: jobs in state pending, active, scheduled, dead
 //	echomq_queue_paused{queue}                gauge: 1 when paused
+//	echomq_queue_waiting_jobs{queue,set}      gauge: waiting jobs of the lanes' sets (set lanes) and
+//	                                          of priority 1 to 3 (set urgent), both in state pending
+//	echomq_queue_lanes{queue,state}           gauge: lanes ready (in the round robin), held (by a
+//	                                          rate or RateLimited), active (with claimed jobs)
 //	echomq_queue_workers{queue}               gauge: live workers publishing stats
 //	echomq_queue_worker_slots{queue}          gauge: their summed concurrency
 //	echomq_queue_jobs_running{queue}          gauge: handlers running now
