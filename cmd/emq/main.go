@@ -25,8 +25,11 @@
 //	go install github.com/echocache/echocache/cmd/emq@latest
 //
 // The server is named by --addr (or VALKEY_ADDR; default 127.0.0.1:6379): one address, or
-// comma-separated seeds of a cluster (--cluster insists on a cluster). Every command takes
-// --json and then prints one JSON document (watch: one per refresh) instead of text.
+// comma-separated seeds of a cluster (--cluster insists on a cluster). A password comes from
+// VALKEY_PASSWORD or the first line of --password-file, for the ACL user --user (or
+// VALKEY_USERNAME; default "default"); --tls connects over TLS, verifying the server against
+// the system's roots or the CA certificates of --tls-ca. Every command takes --json and then
+// prints one JSON document (watch: one per refresh) instead of text.
 //
 // Exit codes, for scripts:
 //
@@ -34,7 +37,8 @@
 //	1  any other failure (the server answered an error, a reply the tool does not understand)
 //	2  usage error: an unknown command or flag, a missing or malformed argument
 //	3  not found: the queue is not in the registry, the job has no row, the table is unknown
-//	4  the server is unreachable or not answering: no connection within --connect-timeout
+//	4  the server is unreachable, not answering or refusing the connection (its credentials
+//	   or its TLS certificate): no connection within --connect-timeout
 //	   (default 5 s), a command's round trips not answered within --timeout (default 10 s),
 //	   or the connection lost mid-command (a watch whose server went away)
 //	5  refused or aborted: a destructive command not confirmed, or the job is in a state the

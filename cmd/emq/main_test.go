@@ -51,8 +51,14 @@ func emq(t *testing.T, addr string, args ...string) result {
 
 func emqIn(t *testing.T, addr, stdin string, args ...string) result {
 	t.Helper()
+	return emqEnv(t, []string{"VALKEY_ADDR=" + addr}, stdin, args...)
+}
+
+// emqEnv runs the binary with env added to this process's environment.
+func emqEnv(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(emqBin, args...)
-	cmd.Env = append(os.Environ(), "VALKEY_ADDR="+addr)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

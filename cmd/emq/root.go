@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -61,6 +60,10 @@ type app struct {
 	isTTY func() bool
 
 	addr           string
+	user           string
+	passwordFile   string
+	tls            bool
+	tlsCA          string
 	cluster        bool
 	connectTimeout time.Duration
 	timeout        time.Duration
@@ -107,10 +110,15 @@ func (a *app) root() *cobra.Command {
 		Long: `emq operates EchoMQ queues and EchoCache tables on a Valkey server or cluster.
 
 The server is --addr, else $VALKEY_ADDR, else ` + defaultAddr + `: one address, or the
-comma-separated seeds of a cluster. Every command takes --json.
+comma-separated seeds of a cluster. A server that requires a password gets the one in
+$VALKEY_PASSWORD, or in the file --password-file names (never a flag of its own, which
+other users could read in the process list), as the ACL user --user (else $VALKEY_USERNAME,
+else default). --tls connects over TLS, verifying the server's certificate against the
+system's roots, or against the PEM file --tls-ca names. Every command takes --json.
 
 Exit codes: 0 success, 1 other failure, 2 usage error, 3 not found (queue, job, table),
-4 server unreachable, 5 refused or aborted (not confirmed, wrong job state).`,
+4 server unreachable or refusing the connection (credentials, TLS), 5 refused or aborted
+(not confirmed, wrong job state).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -126,6 +134,10 @@ Exit codes: 0 success, 1 other failure, 2 usage error, 3 not found (queue, job, 
 	}
 	f := root.PersistentFlags()
 	f.StringVar(&a.addr, "addr", addr, "server address, or comma-separated cluster seeds ($VALKEY_ADDR)")
+	f.StringVar(&a.user, "user", a.getenv("VALKEY_USERNAME"), "ACL user to authenticate as, with the password of $VALKEY_PASSWORD or --password-file ($VALKEY_USERNAME)")
+	f.StringVar(&a.passwordFile, "password-file", "", "file whose first line is the password (instead of $VALKEY_PASSWORD)")
+	f.BoolVar(&a.tls, "tls", false, "connect over TLS, verifying the server's certificate (system roots, or --tls-ca)")
+	f.StringVar(&a.tlsCA, "tls-ca", "", "PEM file of the CA certificates to verify the server's with (implies --tls)")
 	f.BoolVar(&a.cluster, "cluster", false, "the server must be a cluster (seeds from --addr)")
 	f.DurationVar(&a.connectTimeout, "connect-timeout", defaultConnectTimeout, "bound on connecting to the server")
 	f.DurationVar(&a.timeout, "timeout", defaultTimeout, "bound on each command's round trips once connected")
@@ -148,57 +160,6 @@ func isFlagError(err error) bool {
 		strings.Contains(msg, "arg(s)") || strings.HasPrefix(msg, "invalid argument")
 }
 
-// connect opens the client and the bus, once; the dial and the first round trip are bounded
-// by --connect-timeout, and a failure names the address.
-func (a *app) connect() error {
-	if a.client != nil {
-		return nil
-	}
-	var seeds []string
-	for _, s := range strings.Split(a.addr, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			seeds = append(seeds, s)
-		}
-	}
-	if len(seeds) == 0 {
-		return usagef("--addr: no address")
-	}
-	if a.connectTimeout <= 0 {
-		return usagef("--connect-timeout: %v is not positive", a.connectTimeout)
-	}
-	if a.timeout <= 0 {
-		return usagef("--timeout: %v is not positive", a.timeout)
-	}
-	opt := valkey.ClientOption{
-		InitAddress:  seeds,
-		DisableCache: true,
-		Dialer:       netDialer(a.connectTimeout),
-		// A command that cannot be written within the bound fails instead of waiting.
-		ConnWriteTimeout: a.connectTimeout,
-	}
-	client, err := valkey.NewClient(opt)
-	if err != nil {
-		return &exitError{exitUnreachable, fmt.Errorf("cannot connect to %s within %v: %w", a.addr, a.connectTimeout, err)}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.connectTimeout)
-	defer cancel()
-	if err := client.Do(ctx, client.B().Ping().Build()).Error(); err != nil {
-		client.Close()
-		return &exitError{exitUnreachable, fmt.Errorf("cannot reach %s within %v: %w", a.addr, a.connectTimeout, err)}
-	}
-	if a.cluster && client.Mode() != valkey.ClientModeCluster {
-		client.Close()
-		return usagef("--cluster: %s is not a cluster (mode %s)", a.addr, client.Mode())
-	}
-	b, err := bus.New(client, bus.Config{})
-	if err != nil {
-		client.Close()
-		return err
-	}
-	a.client, a.bus = client, b
-	return nil
-}
-
 // ctx is a context bounded by --timeout for one command's round trips.
 func (a *app) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), a.timeout)
@@ -213,6 +174,3 @@ func isTerminal(r io.Reader) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
-
-// netDialer is the dialer of every connection: its timeout is --connect-timeout.
-func netDialer(timeout time.Duration) net.Dialer { return net.Dialer{Timeout: timeout} }
