@@ -39,6 +39,8 @@ var allowed = map[string][]string{
 	"internal/msgpackfmt": {},
 	// The fleets' monotonic sums, shared by the exporters of contrib/ (nested modules).
 	"internal/fleetsum": {"bus", "cache"},
+	// The scene of the exporters' lane tests (test files of contrib/ import it).
+	"internal/lanescene": {"bus"},
 	// The protocol's document is generated from the grammar and the script headers; the
 	// conformance vectors' runner is all test files.
 	"internal/protocolgen": {"keys", "lua"},
@@ -63,7 +65,7 @@ var allowed = map[string][]string{
 var toolRoots = []string{"cmd", "dash", "contrib", "echotest", "examples", "bench"}
 
 // testOnly are the helpers that only test files import.
-var testOnly = []string{"internal/valkeytest"}
+var testOnly = []string{"internal/valkeytest", "internal/lanescene"}
 
 // testHelpers are the public packages that exist for users' tests: they may import a testOnly
 // helper (echotest wraps internal/valkeytest), and only tests import them in turn, since they
