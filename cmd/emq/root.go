@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -119,6 +120,7 @@ system's roots, or against the PEM file --tls-ca names. Every command takes --js
 Exit codes: 0 success, 1 other failure, 2 usage error, 3 not found (queue, job, table),
 4 server unreachable or refusing the connection (credentials, TLS), 5 refused or aborted
 (not confirmed, wrong job state).`,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -173,4 +175,26 @@ func isTerminal(r io.Reader) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// version is the module version the binary was built from (go install ...@v1.2.3), else
+// "(devel)" and the VCS revision it was built at, with the Go version: emq --version.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := info.Main.Version
+	if v == "" || v == "(devel)" {
+		v = "(devel)"
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " " + s.Value[:12]
+			}
+			if s.Key == "vcs.modified" && s.Value == "true" {
+				v += "+modified"
+			}
+		}
+	}
+	return v + " (" + info.GoVersion + ")"
 }
