@@ -3,6 +3,7 @@ package bus_test
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -180,8 +181,8 @@ func TestBrowseActive(t *testing.T) {
 	})
 }
 
-// TestBrowseRefuses: the options that do not apply to a set are refused before any round
-// trip.
+// TestBrowseRefuses: the options that do not apply to a set, and pages over a set's
+// maximum, are refused before any round trip.
 func TestBrowseRefuses(t *testing.T) {
 	t.Parallel()
 	ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
@@ -190,6 +191,11 @@ func TestBrowseRefuses(t *testing.T) {
 		"a mint-time range on active":    {Set: keys.Active, From: time.Now()},
 		"a mint-time range on schedule":  {Set: keys.Schedule, To: time.Now()},
 		"a page over the maximum":        {Set: keys.Active, Limit: bus.MaxBrowseLimit + 1},
+		"a page of ids over the maximum": {Set: keys.Dead, Limit: bus.MaxBrowseIDs + 1},
+		"a lane's page over the maximum": {Lane: "a", Limit: bus.MaxBrowseIDs + 1},
+		// ZRANGEBYLEX's count is Limit + 1, which wraps to a negative count ("every id") at
+		// the largest int.
+		"the largest Limit":              {Limit: math.MaxInt},
 		"After without AfterAt":          {Set: keys.Schedule, After: id},
 		"AfterAt without After":          {Set: keys.Active, AfterAt: time.Now()},
 		"AfterAt before 1970":            {Set: keys.Active, After: id, AfterAt: time.UnixMilli(-1)},
@@ -204,4 +210,9 @@ func TestBrowseRefuses(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, p.IDs, "an empty set: an empty page")
 	require.True(t, p.Next.IsZero())
+	for _, set := range []keys.Type{keys.Pending, keys.Dead} {
+		p, err = b.Browse(ctx, name, &bus.BrowseOpts{Set: set, Limit: bus.MaxBrowseIDs})
+		require.NoError(t, err, set)
+		require.Empty(t, p.IDs)
+	}
 }

@@ -57,8 +57,8 @@ func lsCmd(a *app) *cobra.Command {
 		Long: `List job ids of a queue's pending or dead set in mint order, oldest first (claim order for
 pending) or with --newest newest first, with the mint time each id carries. --since and
 --until bound the mint time (RFC 3339, or a duration meaning that long ago: 1h, 30m); no second
-index is read. A page holds --limit ids (default 100); the next page starts --after the last
-id printed.
+index is read. A page holds --limit ids (default 100, at most 10,000); the next page starts
+--after the last id printed.
 
 active lists the claimed jobs by lease deadline (the next lease to run out first) with the
 lease holder's token; scheduled lists the delayed jobs by run-at (the next due first) with
