@@ -38,6 +38,13 @@ const (
 	DefaultAckTimeout = time.Second
 )
 
+// MaxBatch is the most jobs one call of [Bus.EnqueueBatch], [Bus.Claim] (ClaimOpts.Count) or
+// [Bus.CompleteMany] takes. Each such call is one script, and the server runs a script alone:
+// 10,000 jobs hold it for tens of milliseconds, while a call of a million would stall every
+// other client of the server (the caches reading rows included) for seconds. Split larger
+// batches; each call is all or nothing on its own.
+const MaxBatch = 10_000
+
 // Config configures a [Bus]. The zero Config is valid: every zero field means its default.
 type Config struct {
 	// MaxPayload is the largest payload in bytes; larger ones are refused before anything is

@@ -55,7 +55,7 @@ type Job struct {
 
 // ClaimOpts are the options of [Bus.Claim]; nil means defaults.
 type ClaimOpts struct {
-	// Count is how many jobs to claim at most in this call. Default 1.
+	// Count is how many jobs to claim at most in this call: 1 to [MaxBatch]. Default 1.
 	Count int
 	// Lease is how long the jobs are leased, from the server's clock. Default Config.Lease.
 	Lease time.Duration
@@ -103,8 +103,8 @@ func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, int,
 	if err != nil {
 		return q, lua.Run{}, 0, err
 	}
-	if o.Count < 0 {
-		return q, lua.Run{}, 0, fmt.Errorf("%w: %s in queue %s: ClaimOpts.Count %d must not be negative", ErrInvalid, op, queue, o.Count)
+	if o.Count < 0 || o.Count > MaxBatch {
+		return q, lua.Run{}, 0, fmt.Errorf("%w: %s in queue %s: ClaimOpts.Count %d; a claim takes 1 to %d jobs (MaxBatch; 0 means 1)", ErrInvalid, op, queue, o.Count, MaxBatch)
 	}
 	if err := negativeOpt(op, queue, "ClaimOpts.Lease", o.Lease); err != nil {
 		return q, lua.Run{}, 0, err

@@ -63,11 +63,14 @@ func (b *Bus) completeRunWith(q keys.Queue, j Job, result []byte, ttl time.Durat
 // CompleteMany retires several claimed jobs of one queue in one call, each fenced by its own
 // token as [Bus.Complete] is. It returns, for every job that was not retired, a
 // *[StaleError] with the reason; those jobs were not written. The error is for the call as a
-// whole (names, transport, an *[AckError]).
+// whole (names, transport, an *[AckError]). One call retires at most [MaxBatch] jobs.
 func (b *Bus) CompleteMany(ctx context.Context, jobs []Job, opts *CompleteOpts) ([]*StaleError, error) {
 	const op = "complete"
 	if len(jobs) == 0 {
 		return nil, fmt.Errorf("%w: %s: no jobs", ErrInvalid, op)
+	}
+	if len(jobs) > MaxBatch {
+		return nil, fmt.Errorf("%w: %s: %d jobs; one call retires at most %d (MaxBatch): split them", ErrInvalid, op, len(jobs), MaxBatch)
 	}
 	var q keys.Queue
 	for i, j := range jobs {

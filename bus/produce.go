@@ -73,7 +73,8 @@ func (b *Bus) Enqueue(ctx context.Context, queue string, payload []byte, opts *E
 
 // EnqueueBatch adds jobs to queue in one round trip, all or nothing: every check (names,
 // payload sizes, keys, key types) happens before anything is written, so an error means no
-// job was added, except an *[AckError], which comes with the outcome of every job.
+// job was added, except an *[AckError], which comes with the outcome of every job. A batch
+// holds at most [MaxBatch] jobs.
 func (b *Bus) EnqueueBatch(ctx context.Context, queue string, jobs []NewJob, opts *EnqueueOpts) ([]Enqueued, error) {
 	const op = "enqueue"
 	var o EnqueueOpts
@@ -86,6 +87,9 @@ func (b *Bus) EnqueueBatch(ctx context.Context, queue string, jobs []NewJob, opt
 	}
 	if len(jobs) == 0 {
 		return nil, fmt.Errorf("%w: %s in queue %s: no jobs", ErrInvalid, op, queue)
+	}
+	if len(jobs) > MaxBatch {
+		return nil, fmt.Errorf("%w: %s in queue %s: %d jobs; a batch holds at most %d (MaxBatch): split it", ErrInvalid, op, queue, len(jobs), MaxBatch)
 	}
 	if o.UniqueKey != "" {
 		return nil, fmt.Errorf("%w: %s in queue %s: EnqueueOpts.UniqueKey is for Enqueue; a batch takes NewJob.UniqueKey", ErrInvalid, op, queue)

@@ -1,0 +1,44 @@
+package bus_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/bus"
+	"github.com/echocache/echocache/internal/valkeytest"
+)
+
+// TestMaxBatch: EnqueueBatch, Claim and CompleteMany take MaxBatch jobs in one call and refuse
+// one more with ErrInvalid, writing nothing: a call is one script, which the server runs alone.
+func TestMaxBatch(t *testing.T) {
+	t.Parallel()
+	ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+	_, err := b.EnqueueBatch(ctx, name, payloads(bus.MaxBatch+1, "x"), nil)
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	require.ErrorContains(t, err, "at most 10000 (MaxBatch)")
+	c, err := b.Counts(ctx, name)
+	require.NoError(t, err)
+	require.Zero(t, c.Pending, "a refused batch adds nothing")
+
+	_, err = b.EnqueueBatch(ctx, name, payloads(bus.MaxBatch+1, "x")[:bus.MaxBatch], nil)
+	require.NoError(t, err)
+	_, err = b.Claim(ctx, name, &bus.ClaimOpts{Count: bus.MaxBatch + 1})
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	require.ErrorContains(t, err, "ClaimOpts.Count 10001")
+	jobs, err := b.Claim(ctx, name, &bus.ClaimOpts{Count: bus.MaxBatch})
+	require.NoError(t, err)
+	require.Len(t, jobs, bus.MaxBatch)
+
+	_, err = b.CompleteMany(ctx, append(jobs, jobs[0]), nil)
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	c, err = b.Counts(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, int64(bus.MaxBatch), c.Active, "a refused CompleteMany retires nothing")
+	stale, err := b.CompleteMany(ctx, jobs, nil)
+	require.NoError(t, err)
+	require.Empty(t, stale)
+	c, err = b.Counts(ctx, name)
+	require.NoError(t, err)
+	require.Zero(t, c.Active)
+}
