@@ -24,7 +24,7 @@
 //
 // Around that: rows are written with TTL minus a random jitter; a loader answering
 // [ErrNotFound] is remembered for the table's NegativeTTL; [Table.GetMany] serves many ids
-// with one MGET and one [BatchLoader] call; hot rows are refreshed shortly before they
+// with one MGET and one [BatchLoader] call per 1,000 of them; hot rows are refreshed shortly before they
 // expire by one reader (XFetch) while the others keep reading the current value; a row
 // this version cannot read is a counted miss, never a panic; every table keeps [Stats].
 //

@@ -17,16 +17,22 @@ var (
 	keysShardOf    = keys.ShardOf
 )
 
+// manyChunk is how many ids GetMany reads from L2 and loads at once. Each chunk's round trips
+// are bounded by the table's L2Timeout, which a read of many more rows would outlast on a
+// healthy server: a GetMany of 200,000 ids timed out its leases and put the table in
+// degraded mode. It also bounds the ids a batch loader receives.
+const manyChunk = 1000
+
 // GetMany returns the values of ids, keyed by id; ids that do not exist are absent from the
-// map. It reads L1 first, then the rest of the rows with one MGET (one per shard on a
-// sharded table, pipelined; their PTTLs pipelined behind: one round trip, split per node on a
-// cluster, since all rows of a shard share one slot), leases what is still missing in one
-// pipeline (a row that does not decode is taken over with a call of its own), loads it with
-// one batch-loader
-// call (see [TableOpts].BatchLoad), and writes the outcome with one pipeline. Ids whose rows
-// another filler holds are waited for as Get would. When L2 fails at the read or at the
-// leases (or the breaker is open), degraded mode answers the ids still missing from the
-// loader, as it answers Get. On error it returns what it has, with the error.
+// map. It reads L1 first, then the rest of the rows, 1,000 ids at a time: per chunk, one MGET
+// (one per shard on a sharded table, pipelined; their PTTLs pipelined behind: one round trip,
+// split per node on a cluster, since all rows of a shard share one slot), then the leases of
+// what is still missing in one pipeline (a row that does not decode is taken over with a call
+// of its own), one batch-loader call (see [TableOpts].BatchLoad) and one pipeline that writes
+// the outcome. Ids whose rows another filler holds are waited for as Get would. When L2 fails
+// at the read or at the leases (or the breaker is open), degraded mode answers the ids still
+// missing from the loader, as it answers Get. On error it returns what it has, with the
+// errors of every chunk; it stops early only when ctx is done or the Cache closed.
 func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 	out := make(map[K]V, len(ids))
 	rest := make([]K, 0, len(ids))
@@ -44,15 +50,29 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 		}
 		rest = append(rest, id)
 	}
-	if len(rest) == 0 {
-		return out, nil
+	var errs []error
+	for len(rest) > 0 {
+		n := min(len(rest), manyChunk)
+		err := t.getMissing(ctx, rest[:n], out)
+		if err != nil {
+			errs = append(errs, err)
+			if errors.Is(err, ErrClosed) || ctx.Err() != nil {
+				break
+			}
+		}
+		rest = rest[n:]
 	}
+	return out, errors.Join(errs...)
+}
+
+// getMissing is GetMany for ids that L1 did not hold: it adds what it finds to out.
+func (t *Table[K, V]) getMissing(ctx context.Context, rest []K, out map[K]V) error {
 	if t.c.isClosed() {
-		return out, ErrClosed
+		return ErrClosed
 	}
 	rk, err := t.rowKeys(rest)
 	if err != nil {
-		return out, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
+		return fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
 	}
 	idStrs, keys := rk.ids, rk.keys
 	gens := make([]gen, len(rest))
@@ -61,17 +81,17 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 	}
 	if !t.c.brk.allow() {
 		if t.spec.DegradedEnabled() {
-			return out, t.degradedMany(ctx, rest, out, ErrL2Unavailable)
+			return t.degradedMany(ctx, rest, out, ErrL2Unavailable)
 		}
-		return out, t.unavailable(idStrs[0])
+		return t.unavailable(idStrs[0])
 	}
 	sent := t.clk.precise()
 	rows, err := t.readRows(ctx, keys, rk.groups, t.needTTL())
 	if err != nil {
 		if t.degrades(ctx, err) {
-			return out, t.degradedMany(ctx, rest, out, err)
+			return t.degradedMany(ctx, rest, out, err)
 		}
-		return out, err
+		return err
 	}
 	var absent, unreadable, others []int
 	vals := make([]V, len(rows)) // decoded in place: no allocation per row of ours
@@ -127,7 +147,7 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 			errs = append(errs, err)
 		}
 	}
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // outcome is one id's load result in a batch.

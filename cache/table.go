@@ -18,13 +18,14 @@ import (
 // ends after the table's LoaderTimeout.
 type Loader[K ID, V any] func(ctx context.Context, id K) (V, error)
 
-// BatchLoader loads many ids in one call, for [Table.GetMany]. Ids missing from the returned
-// map do not exist (they are remembered like ErrNotFound). An error fails the whole batch.
+// BatchLoader loads many ids in one call, for [Table.GetMany], at most 1,000 of them. Ids
+// missing from the returned map do not exist (they are remembered like ErrNotFound). An error
+// fails the whole batch.
 type BatchLoader[K ID, V any] func(ctx context.Context, ids []K) (map[K]V, error)
 
 // TableOpts are a table's optional parts; a nil *TableOpts means all defaults.
 type TableOpts[K ID, V any] struct {
-	// BatchLoad serves GetMany's misses in one call. Default: GetMany calls the table's
+	// BatchLoad serves GetMany's misses in one call per 1,000 ids. Default: GetMany calls the table's
 	// Loader for each missing id, up to DefaultLoadConcurrency at a time.
 	BatchLoad BatchLoader[K, V]
 	// Codec encodes values for L2. Default: JSON[V]; Msgpack[V] makes smaller rows and

@@ -1,0 +1,61 @@
+package cache_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/echocache/echocache/cache"
+	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/tables"
+)
+
+// TestGetManyChunks: a GetMany of 25,000 missing ids reads, leases and loads them 1,000 at a
+// time: the batch loader is called 25 times with at most 1,000 ids, every value comes back,
+// and the table stays out of degraded mode. In one piece, 200,000 ids outlasted the 250 ms
+// L2Timeout of their leases, and the table went degraded on a healthy server.
+func TestGetManyChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := cache.New(valkeytest.Shared(t).Client(t), cache.Config{StatsInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	var mu sync.Mutex
+	var sizes []int
+	tbl, err := cache.NewTable(c, tables.Spec{Name: tableName(t), TTL: time.Minute},
+		func(_ context.Context, id int64) (int64, error) { return id, nil },
+		&cache.TableOpts[int64, int64]{BatchLoad: func(_ context.Context, ids []int64) (map[int64]int64, error) {
+			mu.Lock()
+			sizes = append(sizes, len(ids))
+			mu.Unlock()
+			out := make(map[int64]int64, len(ids))
+			for _, id := range ids {
+				out[id] = -id
+			}
+			return out, nil
+		}})
+	require.NoError(t, err)
+	ids := make([]int64, 25_000)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	got, err := tbl.GetMany(ctx, ids)
+	require.NoError(t, err)
+	require.Len(t, got, len(ids))
+	for _, id := range ids {
+		require.Equal(t, -id, got[id])
+	}
+	mu.Lock()
+	require.Len(t, sizes, 25)
+	for _, n := range sizes {
+		require.LessOrEqual(t, n, 1000)
+	}
+	mu.Unlock()
+	st := tbl.Stats()
+	require.False(t, st.Degraded)
+	require.Zero(t, st.BreakerOpens)
+	require.Equal(t, int64(25), st.Loads, "one loader call a chunk")
+}
