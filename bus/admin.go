@@ -106,6 +106,8 @@ func limitOf(op, queue string, set bool, get func() int) (int, error) {
 	switch n := get(); {
 	case n < 0:
 		return 0, fmt.Errorf("%w: %s in queue %s: negative Limit", ErrInvalid, op, queue)
+	case n > MaxBatch:
+		return 0, fmt.Errorf("%w: %s in queue %s: Limit %d; one call takes at most %d (MaxBatch)", ErrInvalid, op, queue, n, MaxBatch)
 	case n == 0:
 		return DefaultLimit, nil
 	default:
@@ -222,8 +224,8 @@ func (b *Bus) RetryDead(ctx context.Context, queue string, ids ...keys.JobID) (i
 	if err != nil {
 		return 0, err
 	}
-	if len(ids) == 0 {
-		return 0, fmt.Errorf("%w: %s in queue %s: no ids", ErrInvalid, op, queue)
+	if len(ids) == 0 || len(ids) > MaxBatch {
+		return 0, fmt.Errorf("%w: %s in queue %s: %d ids; one call takes 1 to %d (MaxBatch)", ErrInvalid, op, queue, len(ids), MaxBatch)
 	}
 	args := make([]string, len(ids))
 	for i, id := range ids {
@@ -263,6 +265,9 @@ func (b *Bus) PurgeDead(ctx context.Context, queue string, opts *PurgeOpts) ([]k
 	limit, err := limitOf(op, queue, opts != nil, func() int { return opts.Limit })
 	if err != nil {
 		return nil, err
+	}
+	if opts != nil && len(opts.IDs) > MaxBatch {
+		return nil, fmt.Errorf("%w: %s in queue %s: %d ids; one call takes at most %d (MaxBatch)", ErrInvalid, op, queue, len(opts.IDs), MaxBatch)
 	}
 	args := []string{itoa(int64(limit))}
 	if opts != nil && len(opts.IDs) > 0 {

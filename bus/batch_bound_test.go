@@ -7,10 +7,13 @@ import (
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
 )
 
 // TestMaxBatch: EnqueueBatch, Claim and CompleteMany take MaxBatch jobs in one call and refuse
 // one more with ErrInvalid, writing nothing: a call is one script, which the server runs alone.
+// RetryDead and PurgeDead refuse MaxBatch + 1 ids, and the Limits of Promote, Reap, PurgeDead
+// and Browse past MaxBatch are refused the same way.
 func TestMaxBatch(t *testing.T) {
 	t.Parallel()
 	ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
@@ -41,4 +44,25 @@ func TestMaxBatch(t *testing.T) {
 	c, err = b.Counts(ctx, name)
 	require.NoError(t, err)
 	require.Zero(t, c.Active)
+
+	over := make([]keys.JobID, bus.MaxBatch+1)
+	for i := range over {
+		over[i] = keys.NewJobID()
+	}
+	_, err = b.RetryDead(ctx, name, over...)
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	_, err = b.PurgeDead(ctx, name, &bus.PurgeOpts{IDs: over})
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	for what, call := range map[string]func() error{
+		"promote": func() error { _, err := b.Promote(ctx, name, &bus.PromoteOpts{Limit: bus.MaxBatch + 1}); return err },
+		"reap":    func() error { _, err := b.Reap(ctx, name, &bus.ReapOpts{Limit: bus.MaxBatch + 1}); return err },
+		"purge":   func() error { _, err := b.PurgeDead(ctx, name, &bus.PurgeOpts{Limit: bus.MaxBatch + 1}); return err },
+		"browse":  func() error { _, err := b.Browse(ctx, name, &bus.BrowseOpts{Limit: bus.MaxBatch + 1}); return err },
+	} {
+		err := call()
+		require.ErrorIs(t, err, bus.ErrInvalid, what)
+		require.ErrorContains(t, err, "at most 10000 (MaxBatch)", what)
+	}
+	_, err = b.Promote(ctx, name, &bus.PromoteOpts{Limit: bus.MaxBatch})
+	require.NoError(t, err)
 }

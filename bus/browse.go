@@ -14,11 +14,6 @@ import (
 // MaxBrowseLimit is the largest page of active or schedule that one [Bus.Browse] reads.
 const MaxBrowseLimit = 1000
 
-// MaxBrowseIDs is the largest page of pending, dead or a lane's set that one [Bus.Browse]
-// reads: a page is one read the server answers whole, so a larger one would stall it for
-// every other client while it lists millions of ids.
-const MaxBrowseIDs = 10_000
-
 // BrowseOpts are the options of [Bus.Browse]; nil means defaults.
 type BrowseOpts struct {
 	// Set is the set to browse: keys.Pending (the default), keys.Dead, keys.Active or
@@ -43,7 +38,7 @@ type BrowseOpts struct {
 	// by mint time, and refuse them.
 	From, To time.Time
 	// Limit bounds the page. Default 100 ([DefaultLimit]); at most [MaxBrowseLimit] for
-	// active and schedule, [MaxBrowseIDs] for pending, dead and a lane's set.
+	// active and schedule, [MaxBatch] for pending, dead and a lane's set.
 	Limit int
 	// Lane, when set, browses that lane's waiting jobs of priority 0 (keys.LanePending, a
 	// score-0 set in mint order, paged as pending is); Set must then be 0 or
@@ -122,9 +117,6 @@ func (b *Bus) Browse(ctx context.Context, queue string, opts *BrowseOpts) (Page,
 func (b *Bus) browseLex(ctx context.Context, op, queue, key string, o BrowseOpts, limit int) (Page, error) {
 	if !o.AfterAt.IsZero() {
 		return Page{}, fmt.Errorf("%w: %s in queue %s: AfterAt is the cursor of active and schedule; pending and dead page by After alone", ErrInvalid, op, queue)
-	}
-	if limit > MaxBrowseIDs {
-		return Page{}, fmt.Errorf("%w: %s in queue %s: Limit %d; a page of ids holds at most %d", ErrInvalid, op, queue, limit, MaxBrowseIDs)
 	}
 	// Lex bounds: lo and hi in ZRANGEBYLEX syntax, from the time range, narrowed by the cursor.
 	lo, hi := "-", "+"

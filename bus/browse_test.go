@@ -191,8 +191,8 @@ func TestBrowseRefuses(t *testing.T) {
 		"a mint-time range on active":    {Set: keys.Active, From: time.Now()},
 		"a mint-time range on schedule":  {Set: keys.Schedule, To: time.Now()},
 		"a page over the maximum":        {Set: keys.Active, Limit: bus.MaxBrowseLimit + 1},
-		"a page of ids over the maximum": {Set: keys.Dead, Limit: bus.MaxBrowseIDs + 1},
-		"a lane's page over the maximum": {Lane: "a", Limit: bus.MaxBrowseIDs + 1},
+		"a page of ids over the maximum": {Set: keys.Dead, Limit: bus.MaxBatch + 1},
+		"a lane's page over the maximum": {Lane: "a", Limit: bus.MaxBatch + 1},
 		// ZRANGEBYLEX's count is Limit + 1, which wraps to a negative count ("every id") at
 		// the largest int.
 		"the largest Limit":              {Limit: math.MaxInt},
@@ -211,7 +211,7 @@ func TestBrowseRefuses(t *testing.T) {
 	require.Empty(t, p.IDs, "an empty set: an empty page")
 	require.True(t, p.Next.IsZero())
 	for _, set := range []keys.Type{keys.Pending, keys.Dead} {
-		p, err = b.Browse(ctx, name, &bus.BrowseOpts{Set: set, Limit: bus.MaxBrowseIDs})
+		p, err = b.Browse(ctx, name, &bus.BrowseOpts{Set: set, Limit: bus.MaxBatch})
 		require.NoError(t, err, set)
 		require.Empty(t, p.IDs)
 	}

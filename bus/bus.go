@@ -38,11 +38,12 @@ const (
 	DefaultAckTimeout = time.Second
 )
 
-// MaxBatch is the most jobs one call of [Bus.EnqueueBatch], [Bus.Claim] (ClaimOpts.Count) or
-// [Bus.CompleteMany] takes. Each such call is one script, and the server runs a script alone:
-// 10,000 jobs hold it for tens of milliseconds, while a call of a million would stall every
-// other client of the server (the caches reading rows included) for seconds. Split larger
-// batches; each call is all or nothing on its own.
+// MaxBatch is the most jobs one call of [Bus.EnqueueBatch], [Bus.Claim] (ClaimOpts.Count),
+// [Bus.CompleteMany], [Bus.RetryDead] or [Bus.PurgeDead] takes, and the largest Limit of
+// [Bus.Promote], [Bus.Reap], [Bus.PurgeDead] and [Bus.Browse]. Each such call is one script
+// (or one read), and the server runs it alone: 10,000 jobs hold it for tens of milliseconds,
+// while a call of a million would stall every other client of the server (the caches reading
+// rows included) for seconds. Split larger batches; each call is all or nothing on its own.
 const MaxBatch = 10_000
 
 // Config configures a [Bus]. The zero Config is valid: every zero field means its default.
