@@ -50,6 +50,17 @@ func (t *Table[K, V]) GetMany(ctx context.Context, ids []K) (map[K]V, error) {
 		}
 		rest = append(rest, id)
 	}
+	if len(rest) > manyChunk {
+		// Every id is checked before the first chunk takes leases and loads, as one chunk's
+		// are: a bad id refuses the call with nothing written.
+		var buf []byte
+		for _, id := range rest {
+			buf = t.ops.append(buf[:0], id)
+			if err := keysValidateID(unsafe.String(unsafe.SliceData(buf), len(buf))); err != nil {
+				return out, fmt.Errorf("cache: table %s: %w", t.spec.Name, err)
+			}
+		}
+	}
 	var errs []error
 	for len(rest) > 0 {
 		n := min(len(rest), manyChunk)

@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/echocache/echocache/cache"
 	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/tables"
 )
 
@@ -58,4 +60,30 @@ func TestGetManyChunks(t *testing.T) {
 	require.False(t, st.Degraded)
 	require.Zero(t, st.BreakerOpens)
 	require.Equal(t, int64(25), st.Loads, "one loader call a chunk")
+}
+
+// TestGetManyChunksBadID: an id that is not valid refuses a GetMany of several chunks before
+// the first chunk reads, leases or loads anything.
+func TestGetManyChunksBadID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := valkeytest.Shared(t).Client(t)
+	c, err := cache.New(client, cache.Config{StatsInterval: -1})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	tbl, err := cache.NewTable(c, tables.Spec{Name: tableName(t), TTL: time.Minute},
+		func(_ context.Context, id string) (string, error) { return id, nil }, nil)
+	require.NoError(t, err)
+	ids := make([]string, 1500)
+	for i := range ids {
+		ids[i] = "u" + strconv.Itoa(i)
+	}
+	ids[len(ids)-1] = "bad\nid"
+	got, err := tbl.GetMany(ctx, ids)
+	require.ErrorIs(t, err, keys.ErrInvalid)
+	require.Zero(t, len(got), "nothing read")
+	require.Zero(t, tbl.Stats().Loads)
+	n, err := client.Do(ctx, client.B().Exists().Key(rowKey(t, tbl, "u0")).Build()).AsInt64()
+	require.NoError(t, err)
+	require.Zero(t, n, "no row was written")
 }
