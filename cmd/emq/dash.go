@@ -14,6 +14,10 @@ import (
 	"github.com/echocache/echocache/dash"
 )
 
+// defaultDashListen is emq dash's --listen: loopback, since the dashboard's actions (purge,
+// cancel) have no authentication of their own.
+const defaultDashListen = "127.0.0.1:8080"
+
 func dashCmd(a *app) *cobra.Command {
 	var (
 		listen, prefix string
@@ -22,10 +26,11 @@ func dashCmd(a *app) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dash",
 		Short: "Serve the web dashboard",
-		Long: `Serve the web dashboard (package dash) on --listen (default :8080) until interrupted: every
-queue and table of the server, a page per queue, job and table, live counts, and the actions
-retry, purge, pause, resume and cancel behind a confirmation and CSRF checks. --read-only
-refuses every action. Put it behind your own authentication: it has none of its own.`,
+		Long: `Serve the web dashboard (package dash) on --listen until interrupted: every queue and
+table of the server, a page per queue, job and table, live counts, and the actions retry,
+purge, pause, resume and cancel behind a confirmation and CSRF checks. --read-only refuses
+every action. The dashboard has no authentication of its own, so it listens on this machine
+alone by default (127.0.0.1:8080); serve it further (--listen :8080) only behind yours.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.connect(); err != nil {
@@ -55,7 +60,7 @@ refuses every action. Put it behind your own authentication: it has none of its 
 			return dash.ServeListener(ctx, ln, cfg)
 		},
 	}
-	c.Flags().StringVar(&listen, "listen", ":8080", "address to serve the dashboard on")
+	c.Flags().StringVar(&listen, "listen", defaultDashListen, "address to serve the dashboard on (:8080 for every interface)")
 	c.Flags().StringVar(&prefix, "prefix", "", "path prefix to serve under, like /echo")
 	c.Flags().BoolVar(&readOnly, "read-only", false, "show only: refuse every action")
 	return c

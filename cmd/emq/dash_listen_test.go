@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,4 +51,17 @@ func TestDashJSONAndPortZero(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("emq dash did not exit on SIGINT")
 	}
+}
+
+// TestDashListensOnLoopback: without --listen, the dashboard, whose actions have no
+// authentication of their own, is served on loopback only.
+func TestDashListensOnLoopback(t *testing.T) {
+	a := &app{getenv: func(string) string { return "" }}
+	dash, _, err := a.root().Find([]string{"dash"})
+	require.NoError(t, err)
+	listen := dash.Flags().Lookup("listen")
+	require.NotNil(t, listen)
+	host, _, err := net.SplitHostPort(listen.DefValue)
+	require.NoError(t, err)
+	require.True(t, net.ParseIP(host).IsLoopback(), "default --listen %q", listen.DefValue)
 }
