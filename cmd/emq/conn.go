@@ -91,7 +91,7 @@ func (a *app) connError(format string, err error) error {
 		msg = fmt.Errorf("%s: the server's TLS certificate is not signed by a CA this tool trusts (give its CA with --tls-ca): %w", a.addr, err)
 	case errors.As(err, &hostname):
 		msg = fmt.Errorf("%s: the server's TLS certificate is not for this address (connect by a name or IP it names): %w", a.addr, err)
-	case a.tls || a.tlsCA != "":
+	case a.usesTLS():
 		// A plain port reads a TLS hello as the start of a command and waits for its end.
 		msg = fmt.Errorf("%w (with --tls: is %s the server's TLS port?)", msg, a.addr)
 	}
@@ -115,6 +115,9 @@ func (a *app) passwordSource() string {
 	return "nowhere: set $VALKEY_PASSWORD or --password-file"
 }
 
+// usesTLS reports whether the connection is TLS: --tls, or --tls-ca, which implies it.
+func (a *app) usesTLS() bool { return a.tls || a.tlsCA != "" }
+
 // password is the first line of --password-file, else $VALKEY_PASSWORD.
 func (a *app) password() (string, error) {
 	if a.passwordFile == "" {
@@ -135,7 +138,7 @@ func (a *app) password() (string, error) {
 // tlsConfig is nil without --tls and --tls-ca; else TLS 1.2 or later, verifying the server's
 // certificate against the system's roots or --tls-ca's certificates.
 func (a *app) tlsConfig() (*tls.Config, error) {
-	if !a.tls && a.tlsCA == "" {
+	if !a.usesTLS() {
 		return nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}

@@ -25,7 +25,7 @@ func TestMetricsLanes(t *testing.T) {
 	reg, err := echootel.ObserveFleet(b, echootel.Config{MeterProvider: mp}, &echootel.FleetOpts{Queues: []string{q}, NoTables: true})
 	require.NoError(t, err)
 	defer reg.Unregister()
-	// collected is the two lane gauges' points, keyed as lanescene.Gauges keys them.
+	// collected is the two lane gauges' points, keyed as lanescene.Check reads them ("waiting/lanes", "lanes/held", ...).
 	collected := func() map[string]float64 {
 		t.Helper()
 		var rm metricdata.ResourceMetrics

@@ -22,7 +22,7 @@ func TestScrapeLanes(t *testing.T) {
 	q := echotest.Name(t)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(echoprom.NewCollector(b, &echoprom.CollectorOpts{Queues: []string{q}, NoTables: true}))
-	// scraped is the two lane gauges' samples, keyed as lanescene.Gauges keys them.
+	// scraped is the two lane gauges' samples, keyed as lanescene.Check reads them ("waiting/lanes", "lanes/held", ...).
 	scraped := func() map[string]float64 {
 		t.Helper()
 		parser := expfmt.NewTextParser(model.UTF8Validation)

@@ -13,11 +13,11 @@ import (
 	"github.com/echocache/echocache/bus"
 )
 
-// Seed fills queue: lane a holds 3 jobs and an urgent one (priority 2), lane b 3 under a rate
+// seed fills queue: lane a holds 3 jobs and an urgent one (priority 2), lane b 3 under a rate
 // of one claim an hour. Before a claim, 6 jobs wait in the lanes' sets, 1 is urgent and both
 // lanes are ready; a claim of 10 then takes 5 (the urgent job, a's 3 and one of b's), and b is
 // held back by its rate with 2 jobs waiting, both lanes having claimed jobs.
-func Seed(ctx context.Context, b *bus.Bus, queue string) error {
+func seed(ctx context.Context, b *bus.Bus, queue string) error {
 	for range 3 {
 		for _, lane := range []string{"a", "b"} {
 			if _, err := b.Enqueue(ctx, queue, []byte("x"), &bus.EnqueueOpts{Lane: lane}); err != nil {
@@ -31,10 +31,10 @@ func Seed(ctx context.Context, b *bus.Bus, queue string) error {
 	return b.SetLaneLimits(ctx, queue, "b", bus.LaneLimits{Rate: bus.Rate{Limit: 1, Per: time.Hour}})
 }
 
-// Gauges is what queue's lane gauges must show now, read from its Counts: "waiting/lanes",
+// gauges is what queue's lane gauges must show now, read from its Counts: "waiting/lanes",
 // "waiting/urgent" (the waiting jobs of the lanes' sets, of priority 1 to 3), and
 // "lanes/ready", "lanes/held", "lanes/active".
-func Gauges(ctx context.Context, b *bus.Bus, queue string) (map[string]float64, error) {
+func gauges(ctx context.Context, b *bus.Bus, queue string) (map[string]float64, error) {
 	c, err := b.Counts(ctx, queue)
 	if err != nil {
 		return nil, err
@@ -45,14 +45,14 @@ func Gauges(ctx context.Context, b *bus.Bus, queue string) (map[string]float64, 
 	}, nil
 }
 
-// Check seeds queue, then requires read (an exporter's lane gauges, keyed as Gauges keys
-// them) to show Gauges and the scene's numbers, before and after a claim of 10.
+// Check seeds queue, then requires read (an exporter's lane gauges, keyed as gauges keys
+// them) to show gauges and the scene's numbers, before and after a claim of 10.
 func Check(t testing.TB, b *bus.Bus, queue string, read func() map[string]float64) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, Seed(ctx, b, queue))
+	require.NoError(t, seed(ctx, b, queue))
 	want := func() map[string]float64 {
-		g, err := Gauges(ctx, b, queue)
+		g, err := gauges(ctx, b, queue)
 		require.NoError(t, err)
 		return g
 	}
