@@ -166,12 +166,17 @@ func runDemo(ctx context.Context, cfg demoConfig) (int, error) {
 		})
 	}
 	progress := time.NewTicker(time.Second)
+	// On a terminal the progress line rewrites itself; into a pipe or a log, each is a line.
+	lineStart, lineEnd := "", "\n"
+	if onTerminal(out) {
+		lineStart, lineEnd = "\r", "   "
+	}
 	var last int64
 	for loadCtx.Err() == nil {
 		select {
 		case <-progress.C:
 			n := reqs.Load()
-			fmt.Fprintf(out, "\r%5.1fs  %7d requests  %6d req/s  %d errors   ", time.Since(start).Seconds(), n, n-last, errCount.Load())
+			fmt.Fprintf(out, "%s%5.1fs  %7d requests  %6d req/s  %d errors%s", lineStart, time.Since(start).Seconds(), n, n-last, errCount.Load(), lineEnd)
 			last = n
 		case <-loadCtx.Done():
 		}
@@ -179,7 +184,9 @@ func runDemo(ctx context.Context, cfg demoConfig) (int, error) {
 	progress.Stop()
 	wg.Wait()
 	elapsed := time.Since(start)
-	fmt.Fprintln(out)
+	if lineStart != "" {
+		fmt.Fprintln(out)
+	}
 
 	// Drain: every acknowledged PUT enqueued one re-index job; wait until each of those ran
 	// (counted by id in the catalog: a job of a PUT whose reply was lost may have run too, and
@@ -279,4 +286,15 @@ func fetchStats(ctx context.Context, c *http.Client, addr string) (*instanceStat
 	defer resp.Body.Close()
 	var st instanceStats
 	return &st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// onTerminal reports whether w is a terminal (a character device), where a line may be
+// rewritten in place.
+func onTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

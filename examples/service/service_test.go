@@ -46,6 +46,9 @@ func TestDemo(t *testing.T) {
 	t.Log(out)
 	require.Contains(t, out, "stale reads   0 beyond")
 	require.Contains(t, out, "== summary ==")
+	// Into a pipe, the progress is a line a second, not one line rewritten with carriage returns.
+	require.NotContains(t, out, "\r")
+	require.Regexp(t, `(?m)^ *[0-9.]+s +[0-9]+ requests +[0-9]+ req/s +0 errors$`, out)
 }
 
 // TestDemoKill kills instance B mid-run: the jobs it held are reaped and run by A, none lost.
