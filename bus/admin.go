@@ -169,10 +169,30 @@ func (b *Bus) SetMaxAttempts(ctx context.Context, queue string, n int) error {
 	if err != nil {
 		return err
 	}
-	if n < 0 {
-		return fmt.Errorf("%w: %s in queue %s: negative max attempts", ErrInvalid, op, queue)
+	if n < 0 || int64(n) > lua.MaxUint {
+		return fmt.Errorf("%w: %s in queue %s: max attempts %d is not in [0, %d]", ErrInvalid, op, queue, n, int64(lua.MaxUint))
 	}
-	_, err = b.exec(ctx, lua.Run{Script: scConfigure, Keys: keysOf(scConfigure, q), Args: []string{itoa(int64(n))}}, nil)
+	_, err = b.exec(ctx, lua.Run{Script: scConfigure, Keys: keysOf(scConfigure, q), Args: []string{itoa(int64(n)), ""}}, nil)
+	return b.listAfter(ctx, q, errorFor(call{op: op, queue: queue}, err))
+}
+
+// SetDeadLimit bounds the queue's dead jobs: a job that dies (its attempts spent, its last
+// lease run out, or cancelled while it ran) when dead holds more than n deletes the oldest
+// other dead jobs (by mint order) for good, with their failure histories, so that dead keeps
+// the n newest. One death deletes at most 100 more than it adds: after a lower limit, dead
+// shrinks over the deaths that follow ([Bus.PurgeDead] deletes at once). 0 clears the limit
+// (the default): dead jobs are kept until they are retried or purged. n must be at most
+// [lua.MaxUint].
+func (b *Bus) SetDeadLimit(ctx context.Context, queue string, n int) error {
+	const op = "configure"
+	q, err := b.queue(op, queue)
+	if err != nil {
+		return err
+	}
+	if n < 0 || int64(n) > lua.MaxUint {
+		return fmt.Errorf("%w: %s in queue %s: dead limit %d is not in [0, %d]", ErrInvalid, op, queue, n, int64(lua.MaxUint))
+	}
+	_, err = b.exec(ctx, lua.Run{Script: scConfigure, Keys: keysOf(scConfigure, q), Args: []string{"", itoa(int64(n))}}, nil)
 	return b.listAfter(ctx, q, errorFor(call{op: op, queue: queue}, err))
 }
 
@@ -294,6 +314,9 @@ type Counts struct {
 	Paused                           bool
 	// MaxAttempts is the queue's own maximum (see [Bus.SetMaxAttempts]); 0 when it has none.
 	MaxAttempts int
+	// DeadLimit is the most dead jobs the queue keeps (see [Bus.SetDeadLimit]); 0 when it
+	// keeps them all.
+	DeadLimit int
 	// InLanes is how many jobs of priority 0 wait in the lanes' sets; Urgent, how many jobs
 	// of priority 1 to 3 wait. Both are counted in Pending.
 	InLanes, Urgent int64

@@ -154,8 +154,8 @@ func TestProtocolContract(t *testing.T) {
 			require.NoError(t, err)
 			a, err := m.AsIntSlice()
 			require.NoError(t, err)
-			require.Len(t, a, 11)
-			step("counts", []int64{n.Pending, n.Active, n.Scheduled, n.Dead, int64(paused), int64(n.MaxAttempts), n.InLanes, n.Urgent, n.LanesReady, n.LanesHeld, n.LanesActive},
+			require.Len(t, a, 12)
+			step("counts", []int64{n.Pending, n.Active, n.Scheduled, n.Dead, int64(paused), int64(n.MaxAttempts), n.InLanes, n.Urgent, n.LanesReady, n.LanesHeld, n.LanesActive, int64(n.DeadLimit)},
 				append([]int64{a[0] + a[6] + a[7]}, a[1:]...))
 		}
 		lookup := func(label string) {
@@ -315,7 +315,8 @@ func TestProtocolContract(t *testing.T) {
 			return s
 		}())
 		step("cancel again", goErr(second(b.Cancel(ctx, qa, job("#2", 1).ID))), rawErr(second(raw["cancel"].call(t, c, qb, map[string]string{"id": idOf(lb, "#2")}))))
-		step("configure", goErr(b.SetMaxAttempts(ctx, qa, 1)), rawErr(second(raw["configure"].call(t, c, qb, map[string]string{"max_attempts": "1"}))))
+		step("configure", goErr(b.SetMaxAttempts(ctx, qa, 1)), rawErr(second(raw["configure"].call(t, c, qb, map[string]string{"max_attempts": "1", "dead_max": ""}))))
+		step("configure dead", goErr(b.SetDeadLimit(ctx, qa, 5)), rawErr(second(raw["configure"].call(t, c, qb, map[string]string{"max_attempts": "", "dead_max": "5"}))))
 		step("claim 4th", claimedGo(b.Claim(ctx, qa, nil)), rawClaim("1", "30000"))
 		step("fail to dead", goWhere(b.Fail(ctx, job("#1", 4), &bus.FailOpts{Error: "fourth"})),
 			where(rawFenced("fail", "#1", "4", map[string]string{"backoff_ms": "0", "max_attempts": "0", "default_max_attempts": strconv.Itoa(bus.DefaultMaxAttempts), "error": "fourth"})))

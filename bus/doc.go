@@ -12,7 +12,7 @@
 //	emq:{q}:active     scored by lease deadline, ms on the server's clock
 //	emq:{q}:schedule   scored by run-at, ms
 //	emq:{q}:dead       score 0
-//	emq:{q}:meta       paused, max_attempts
+//	emq:{q}:meta       paused, max_attempts, dead_max
 //	emq:{q}:wake       a short list of wake-up markers (see below)
 //	emq:{q}:job:<id>   the row: exactly state, attempts, payload
 //	emq:{q}:errors:<id> the job's failure history, beside the row (never in it)
@@ -67,6 +67,7 @@
 //	page, _ := b.Browse(ctx, "emails", &bus.BrowseOpts{Set: keys.Dead, Newest: true})
 //	info, _ := b.Lookup(ctx, "emails", page.IDs[0]) // info.Failures: attempt, time, error
 //	b.RetryDead(ctx, "emails", info.ID)
+//	b.SetDeadLimit(ctx, "emails", 10_000) // dead keeps its 10,000 newest jobs (default: all)
 //	running, _ := b.Browse(ctx, "emails", &bus.BrowseOpts{Set: keys.Active}) // deadline, token
 //	b.Cancel(ctx, "emails", running.IDs[0]) // its worker stops it at the next heartbeat
 //	b.Pause(ctx, "emails")

@@ -34,21 +34,21 @@ func DecodeCounts(queue string, reply valkey.ValkeyResult) (Counts, error) {
 }
 
 // countsReply decodes a counts reply {pending, active, scheduled, dead, paused, max_attempts,
-// in_lanes, urgent, lanes_ready, lanes_held, lanes_active} (see counts.lua).
+// in_lanes, urgent, lanes_ready, lanes_held, lanes_active, dead_max} (see counts.lua).
 func countsReply(msg valkey.ValkeyMessage) (Counts, error) {
 	const op = "counts"
 	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 11 {
+	if err != nil || len(arr) != 12 {
 		return Counts{}, protocolError(op, "reply %v", msg)
 	}
-	n := make([]int64, 11)
+	n := make([]int64, 12)
 	for i := range arr {
 		if n[i], err = arr[i].AsInt64(); err != nil {
 			return Counts{}, protocolError(op, "reply %v", msg)
 		}
 	}
 	return Counts{Pending: n[0] + n[6] + n[7], Active: n[1], Scheduled: n[2], Dead: n[3], Paused: n[4] == 1, MaxAttempts: int(n[5]),
-		InLanes: n[6], Urgent: n[7], LanesReady: n[8], LanesHeld: n[9], LanesActive: n[10]}, nil
+		InLanes: n[6], Urgent: n[7], LanesReady: n[8], LanesHeld: n[9], LanesActive: n[10], DeadLimit: int(n[11])}, nil
 }
 
 // CountsMany reads the counts of every queue of queues in one pipelined round trip (one per

@@ -20,7 +20,7 @@ var grammar = [...]struct{ form, value, doc string }{
 	Active:   {"emq:{<q>}:active", "zset", "claimed jobs, scored by lease deadline (ms, server clock)"},
 	Schedule: {"emq:{<q>}:schedule", "zset", "jobs waiting for their run-at, scored by run-at (ms, server clock)"},
 	Dead:     {"emq:{<q>}:dead", "zset", "jobs whose attempts ran out, every score 0"},
-	Meta:     {"emq:{<q>}:meta", "hash", "queue state: fields paused (\"1\") and max_attempts"},
+	Meta:     {"emq:{<q>}:meta", "hash", "queue state: fields paused (\"1\"), max_attempts and dead_max"},
 	Wake:     {"emq:{<q>}:wake", "list", "wake-up markers idle workers block on (BLPOP), at most 16: \"1\" (work is pending) or \"s\" (the schedule's head moved earlier)"},
 	Job:      {"emq:{<q>}:job:<JOB id>", "hash", "a job's row: exactly the fields state, attempts, payload"},
 	Unique:   {"emq:{<q>}:uniq:<key>", "string", "an idempotency guard: the JOB id of the first job enqueued with <key>, with a TTL"},

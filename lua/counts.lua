@@ -4,7 +4,7 @@
 -- KEYS[2]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- KEYS[3]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
 -- KEYS[4]  emq:{<q>}:dead               score-0 set
--- KEYS[5]  emq:{<q>}:meta               hash; read: paused, max_attempts
+-- KEYS[5]  emq:{<q>}:meta               hash; read: paused, max_attempts, dead_max
 -- DERIVES  emq:{<q>}:flow               read: field waiting (FORMAT lanes)
 -- DERIVES  emq:{<q>}:urgent             read: its size
 -- DERIVES  emq:{<q>}:laneready          read: its size
@@ -12,12 +12,14 @@
 -- DERIVES  emq:{<q>}:laneactive         read: how many lanes have claimed jobs
 -- FORMAT   lease    see claim.lua
 -- FORMAT   lanes    see laneclaim.lua
+-- FORMAT   deadmax  see configure.lua
 -- REPLY    {pending, active, scheduled, dead, paused, max_attempts, lane_waiting, urgent,
---          lanes_ready, lanes_held, lanes_active}: the four set sizes, paused 1 or 0, the
---          queue's max_attempts (0 when it has none); then the jobs waiting in the lanes' sets
---          (flow field waiting), the size of urgent, the lanes in laneready and in lanewait,
---          and the lanes with claimed jobs; all integers. The queue's waiting jobs are pending
---          + lane_waiting + urgent
+--          lanes_ready, lanes_held, lanes_active, dead_max}: the four set sizes, paused 1 or 0,
+--          the queue's max_attempts (0 when it has none); then the jobs waiting in the lanes'
+--          sets (flow field waiting), the size of urgent, the lanes in laneready and in
+--          lanewait, and the lanes with claimed jobs; then the queue's dead_max (FORMAT
+--          deadmax; 0 when it has none); all integers. The queue's waiting jobs are pending +
+--          lane_waiting + urgent
 -- ERROR    EMQKEYS    the KEYS are not one queue's pending, active, schedule, dead, meta
 -- ERROR    EMQARGS    an ARGV is given
 -- ERROR    EMQTYPE    a key holds another type
@@ -41,7 +43,7 @@ local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(base .. 'lanewait', redis.call('TYPE', base .. 'lanewait')['ok'], 'zset')
   or typeerr(base .. 'laneactive', redis.call('TYPE', base .. 'laneactive')['ok'], 'hash')
 if e then return redis.error_reply(e) end
-local meta = redis.call('HMGET', KEYS[5], 'paused', 'max_attempts')
+local meta = redis.call('HMGET', KEYS[5], 'paused', 'max_attempts', 'dead_max')
 local paused = 0
 if meta[1] == '1' then paused = 1 end
 return {
@@ -56,4 +58,5 @@ return {
   redis.call('ZCARD', base .. 'laneready'),
   redis.call('ZCARD', base .. 'lanewait'),
   redis.call('HLEN', base .. 'laneactive'),
+  tonumber(meta[3]) or 0,
 }

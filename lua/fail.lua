@@ -4,7 +4,8 @@
 -- is recorded in the job's failure history (FORMAT failure) with the caller's error text. A
 -- job cancelled while claimed goes to dead, recorded as "cancelled" (FORMAT cancel).
 -- A job of a lane frees its lane's slot, and waits again in its lane's set (FORMAT lanes); its
--- refunds (FORMAT joblane) are not counted against the maximum.
+-- refunds (FORMAT joblane) are not counted against the maximum. A job sent to dead past the
+-- queue's dead_max deletes the oldest other dead jobs (FORMAT deadmax).
 --
 -- Fenced like complete (FORMAT fencing). The maximum is max_attempts when it is > 0, else the
 -- queue's meta field max_attempts, else default_max_attempts; 0 there means no maximum. A job
@@ -14,7 +15,7 @@
 -- KEYS[2]  emq:{<q>}:schedule           scored by run-at (ms, server clock)
 -- KEYS[3]  emq:{<q>}:pending            score-0 set
 -- KEYS[4]  emq:{<q>}:dead               score-0 set
--- KEYS[5]  emq:{<q>}:meta               hash; read: max_attempts, paused
+-- KEYS[5]  emq:{<q>}:meta               hash; read: max_attempts, paused, dead_max
 -- KEYS[6]  emq:{<q>}:wake               list of wake-up markers (FORMAT wake)
 -- ARGV[1]  id                    jobid  the job's JOB id
 -- ARGV[2]  token                 fence  the attempts count the claim returned
@@ -29,7 +30,8 @@
 -- ARGV[6]  error                 bytes[0,1024]  the attempt's error text, recorded in the
 --          failure history (FORMAT failure); may be empty. The Go bus passes FailOpts.Error,
 --          its worker the handler's error text, each cut to 1024 bytes on a UTF-8 boundary
--- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:job:<id>           the job's row, and those of the dead jobs dead_max
+--          deletes (FORMAT deadmax): KEYS[1] up to its type, "job:", the id
 -- DERIVES  emq:{<q>}:joblane            the lane and priority of each job (FORMAT joblane); read
 --          once per call by TYPE, so a queue without lanes pays one command
 -- DERIVES  emq:{<q>}:laneactive         a freed lane's count of claimed jobs (FORMAT lanes)
@@ -40,8 +42,8 @@
 -- DERIVES  emq:{<q>}:laneready          where a lane that gets a job back joins
 -- DERIVES  emq:{<q>}:lanewait           read: whether a lane is held back
 -- DERIVES  emq:{<q>}:flow               fields vt (read) and waiting
--- DERIVES  emq:{<q>}:errors:<id>        the job's failure history: KEYS[1] up to its type,
---          "errors:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        the job's failure history, and those of the dead jobs
+--          dead_max deletes: KEYS[1] up to its type, "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   fencing  see complete.lua
@@ -50,6 +52,7 @@
 -- FORMAT   lanes    see laneclaim.lua
 -- FORMAT   joblane  see laneclaim.lua
 -- FORMAT   cancel   see cancel.lua
+-- FORMAT   deadmax  see configure.lua
 -- FORMAT   failure  a job's failure history emq:{<q>}:errors:<JOB id> is a list beside its
 --          row (never in it), one entry per failed attempt, oldest first: the attempt (the
 --          row's attempts when it failed, decimal), one space, the server TIME of the failure
@@ -207,7 +210,31 @@ local function free()
     redis.call('LTRIM', base .. 'wake', 0, 15)
   end
 end
-local meta = redis.call('HMGET', KEYS[5], 'max_attempts', 'paused')
+-- trimdead deletes the oldest dead jobs past the queue's dead_max (FORMAT deadmax), none of
+-- sent (the ids this call sent to dead), at most 100 more than sent holds: ZREM and DEL per
+-- 1000 (unpack's bound), each history by a DEL of its own, the joblane fields with the rows.
+local function trimdead(deadmax, sent)
+  local dead = base .. 'dead'
+  if not (deadmax and #deadmax <= 15 and string.match(deadmax, '^[1-9][0-9]*$')) then return end
+  local over = math.min(redis.call('ZCARD', dead) - tonumber(deadmax), #sent + 100)
+  if over <= 0 then return end
+  local skip, gone, rows = {}, {}, {}
+  for _, id in ipairs(sent) do skip[id] = true end
+  for _, id in ipairs(redis.call('ZRANGE', dead, 0, over + #sent - 1)) do
+    if #gone == over then break end
+    if not skip[id] then
+      gone[#gone + 1] = id
+      rows[#rows + 1] = base .. 'job:' .. id
+    end
+  end
+  for i = 1, #gone, 1000 do
+    redis.call('ZREM', dead, unpack(gone, i, math.min(i + 999, #gone)))
+    redis.call('DEL', unpack(rows, i, math.min(i + 999, #rows)))
+    if lanes then redis.call('HDEL', base .. 'joblane', unpack(gone, i, math.min(i + 999, #gone))) end
+  end
+  for _, id in ipairs(gone) do redis.pcall('DEL', base .. 'errors:' .. id) end
+end
+local meta = redis.call('HMGET', KEYS[5], 'max_attempts', 'paused', 'dead_max')
 if max == 0 then max = tonumber(meta[1]) or dmax end
 local refunds = tonumber(string.match(lanevals[id] or '', '^[0-3]:([0-9]+):')) or 0
 local t = redis.call('TIME')
@@ -224,6 +251,7 @@ free()
 if cancelled or max > 0 and tonumber(token) - refunds >= max then
   redis.call('HSET', jk, 'state', 'dead')
   redis.call('ZADD', KEYS[4], 0, id)
+  trimdead(meta[3], {id})
   return {'dead', now}
 end
 if backoff == 0 then

@@ -12,12 +12,13 @@
 -- cancelled while claimed (state "cancelling") goes to dead, recorded as "cancelled" (FORMAT
 -- cancel). A job of a lane frees its lane's slot (so a crashed holder's slots come back) and
 -- waits again in its lane's set (FORMAT lanes); its refunds (FORMAT joblane) are not counted
--- against the maximum.
+-- against the maximum. Jobs sent to dead past the queue's dead_max delete the oldest other dead
+-- jobs (FORMAT deadmax).
 --
 -- KEYS[1]  emq:{<q>}:active             scored by lease deadline (FORMAT lease)
 -- KEYS[2]  emq:{<q>}:pending            score-0 set
 -- KEYS[3]  emq:{<q>}:dead               score-0 set
--- KEYS[4]  emq:{<q>}:meta               hash; read: max_attempts, paused
+-- KEYS[4]  emq:{<q>}:meta               hash; read: max_attempts, paused, dead_max
 -- KEYS[5]  emq:{<q>}:wake               list of wake-up markers (FORMAT wake)
 -- ARGV[1]  limit                 uint[1,999999999999999]  how many jobs to move at most. The
 --          Go bus passes ReapOpts.Limit, else 100
@@ -26,7 +27,8 @@
 -- ARGV[3]  default_max_attempts  uint[0,999999999999999]  the maximum when both above are 0
 --          or absent; 0 = none. The Go bus passes Config.MaxAttempts (default 25; 0 when it
 --          is negative)
--- DERIVES  emq:{<q>}:job:<id>           each job's row: KEYS[1] up to its type, "job:", the id
+-- DERIVES  emq:{<q>}:job:<id>           each job's row, and those of the dead jobs dead_max
+--          deletes (FORMAT deadmax): KEYS[1] up to its type, "job:", the id
 -- DERIVES  emq:{<q>}:joblane            the lane and priority of each job (FORMAT joblane); read
 --          once per call by TYPE, so a queue without lanes pays one command
 -- DERIVES  emq:{<q>}:laneactive         a freed lane's count of claimed jobs (FORMAT lanes)
@@ -37,8 +39,8 @@
 -- DERIVES  emq:{<q>}:laneready          where a lane that gets a job back joins
 -- DERIVES  emq:{<q>}:lanewait           read: whether a lane is held back
 -- DERIVES  emq:{<q>}:flow               fields vt (read) and waiting
--- DERIVES  emq:{<q>}:errors:<id>        each job's failure history: KEYS[1] up to its type,
---          "errors:", the id
+-- DERIVES  emq:{<q>}:errors:<id>        each job's failure history, and those of the dead jobs
+--          dead_max deletes: KEYS[1] up to its type, "errors:", the id
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   lease    see claim.lua
@@ -47,6 +49,7 @@
 -- FORMAT   joblane  see laneclaim.lua
 -- FORMAT   failure  see fail.lua
 -- FORMAT   cancel   see cancel.lua
+-- FORMAT   deadmax  see configure.lua
 -- REPLY    {requeued, dead}: two lists of JOB ids, oldest deadline first: the jobs moved to
 --          pending and the jobs moved to dead; {{}, {}} when no lease had run out
 -- ERROR    EMQKEYS    the KEYS are not one queue's active, pending, dead, meta, wake
@@ -74,7 +77,7 @@ local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(KEYS[4], redis.call('TYPE', KEYS[4])['ok'], 'hash')
   or typeerr(KEYS[5], redis.call('TYPE', KEYS[5])['ok'], 'list')
 if e then return redis.error_reply(e) end
-local meta = redis.call('HMGET', KEYS[4], 'max_attempts', 'paused')
+local meta = redis.call('HMGET', KEYS[4], 'max_attempts', 'paused', 'dead_max')
 if max == 0 then max = tonumber(meta[1]) or dmax end
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -189,6 +192,30 @@ local function free()
     redis.call('LTRIM', base .. 'wake', 0, 15)
   end
 end
+-- trimdead deletes the oldest dead jobs past the queue's dead_max (FORMAT deadmax), none of
+-- sent (the ids this call sent to dead), at most 100 more than sent holds: ZREM and DEL per
+-- 1000 (unpack's bound), each history by a DEL of its own, the joblane fields with the rows.
+local function trimdead(deadmax, sent)
+  local dead = base .. 'dead'
+  if not (deadmax and #deadmax <= 15 and string.match(deadmax, '^[1-9][0-9]*$')) then return end
+  local over = math.min(redis.call('ZCARD', dead) - tonumber(deadmax), #sent + 100)
+  if over <= 0 then return end
+  local skip, gone, rows = {}, {}, {}
+  for _, id in ipairs(sent) do skip[id] = true end
+  for _, id in ipairs(redis.call('ZRANGE', dead, 0, over + #sent - 1)) do
+    if #gone == over then break end
+    if not skip[id] then
+      gone[#gone + 1] = id
+      rows[#rows + 1] = base .. 'job:' .. id
+    end
+  end
+  for i = 1, #gone, 1000 do
+    redis.call('ZREM', dead, unpack(gone, i, math.min(i + 999, #gone)))
+    redis.call('DEL', unpack(rows, i, math.min(i + 999, #rows)))
+    if lanes then redis.call('HDEL', base .. 'joblane', unpack(gone, i, math.min(i + 999, #gone))) end
+  end
+  for _, id in ipairs(gone) do redis.pcall('DEL', base .. 'errors:' .. id) end
+end
 -- Per job one read (its state and attempts) and one write (its state), plus its failure
 -- history's entry; the sets take the moved ids in one ZREM and one ZADD each per 1000
 -- (unpack's bound).
@@ -237,6 +264,7 @@ for i = 1, #toDead, 2000 do
   redis.call('ZADD', KEYS[3], unpack(toDead, i, math.min(i + 1999, #toDead)))
 end
 free()
+if #dead > 0 then trimdead(meta[3], dead) end
 if #requeued > 0 and meta[2] ~= '1' then
   redis.call('LPUSH', KEYS[5], '1')
   redis.call('LTRIM', KEYS[5], 0, 15)

@@ -21,6 +21,7 @@ type queueRow struct {
 	Dead        int64     `json:"dead"`
 	Paused      bool      `json:"paused"`
 	MaxAttempts int       `json:"max_attempts"`
+	DeadLimit   int       `json:"dead_limit"`
 }
 
 func queuesCmd(a *app) *cobra.Command {
@@ -28,8 +29,9 @@ func queuesCmd(a *app) *cobra.Command {
 		Use:   "queues",
 		Short: "List the queues of the registry with their counts",
 		Long: `List every queue of the registry (emq:queues), sorted by name, with the sizes of its
-pending, active, scheduled and dead sets, whether it is paused, and its own max attempts (0:
-none). Queues only raw scripts wrote to are not in the registry.`,
+pending, active, scheduled and dead sets and whether it is paused (with --json, its own max
+attempts and dead limit too, 0 for none: see emq config). Queues only raw scripts wrote to are
+not in the registry.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.connect(); err != nil {
@@ -48,7 +50,7 @@ none). Queues only raw scripts wrote to are not in the registry.`,
 					return err
 				}
 				rows = append(rows, queueRow{Name: q.Name, FirstSeen: q.FirstSeen, Pending: c.Pending, Active: c.Active,
-					Scheduled: c.Scheduled, Dead: c.Dead, Paused: c.Paused, MaxAttempts: c.MaxAttempts})
+					Scheduled: c.Scheduled, Dead: c.Dead, Paused: c.Paused, MaxAttempts: c.MaxAttempts, DeadLimit: c.DeadLimit})
 			}
 			return a.emit(rows, func() {
 				t := [][]string{{"QUEUE", "PENDING", "ACTIVE", "SCHEDULED", "DEAD", "PAUSED", "FIRST SEEN"}}

@@ -41,6 +41,7 @@ var commands = []func(*app) *cobra.Command{
 	pauseCmd,
 	resumeCmd,
 	cancelCmd,
+	configCmd,
 	lanesCmd,
 	laneCmd,
 	periodicCmd,
