@@ -119,6 +119,7 @@ var funcs = template.FuncMap{
 	"rate":       func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) + "/s" },
 	"dur":        dur,
 	"num":        num,
+	"int64":      func(n int) int64 { return int64(n) },
 	"plural":     plural,
 	"path":       url.PathEscape,
 	"query":      url.QueryEscape,
