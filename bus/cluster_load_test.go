@@ -74,14 +74,14 @@ func (l *ledger) onEvent(e bus.JobEvent) {
 
 // tally is the ledger's counts.
 type tally struct {
-	acked, unacked  int
-	completed       int      // jobs with an accepted complete, or that ran and whose complete's reply was lost (a resend found no row)
-	twice           []string // jobs with two accepted completes: id and tokens
-	ranAgain        []string // jobs whose handler ran more than once, each with its history
-	unexplained     []string // of ranAgain, those whose history explains nothing (see rerunCause)
-	sameToken       []string // jobs with two accepted completes under one token: the fence failed
-	lost            []string // acknowledged jobs that never ran
-	neverAcked, ran int
+	acked, unacked int
+	completed      int      // jobs with an accepted complete, or that ran and whose complete's reply was lost (a resend found no row)
+	twice          []string // jobs with two accepted completes: id and tokens
+	ranAgain       []string // jobs whose handler ran more than once, each with its history
+	unexplained    []string // of ranAgain, those whose history explains nothing (see rerunCause)
+	sameToken      []string // jobs with two accepted completes under one token: the fence failed
+	lost           []string // acknowledged jobs that never ran
+	ran            int
 }
 
 // rerunCause explains why a job ran again, from its history: a lease expiry (its holder's

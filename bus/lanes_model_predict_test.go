@@ -149,10 +149,7 @@ func (m *lModel) predict(count int, promote bool) (out []*lJob, short bool) {
 		}
 	}
 	if !m.joblane() && !m.flow() && len(m.ready) == 0 {
-		var pending []*lJob
-		for _, j := range m.in(mPending) {
-			pending = append(pending, j)
-		}
+		pending := append([]*lJob(nil), m.in(mPending)...)
 		sort.Slice(pending, func(i, k int) bool { return pending[i].id < pending[k].id })
 		return pending[:min(count, len(pending))], false
 	}

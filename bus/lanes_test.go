@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/valkey-io/valkey-go"
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/internal/valkeytest"
@@ -307,14 +306,6 @@ func TestLaneBadInput(t *testing.T) {
 		require.Empty(t, page.IDs)
 		require.Empty(t, scanAll(t, c, "{"+name+"}"), "reading writes nothing")
 	})
-}
-
-// laneRaw is a helper for tests that read lane keys directly.
-func laneRaw(t *testing.T, c valkey.Client, cmd valkey.Completed) []string {
-	t.Helper()
-	s, err := c.Do(context.Background(), cmd).AsStrSlice()
-	require.NoError(t, err)
-	return s
 }
 
 // TestLaneLimitsString: the phrases the CLI and the dashboard print for limits.

@@ -24,14 +24,6 @@ const (
 	exitRefused     = 5
 )
 
-// Errors of the tool that choose an exit code.
-var (
-	errUsage       = errors.New("usage")
-	errNotFound    = errors.New("not found")
-	errUnreachable = errors.New("unreachable")
-	errRefused     = errors.New("refused")
-)
-
 // exitError carries the exit code chosen for an error and the message shown.
 type exitError struct {
 	code int
