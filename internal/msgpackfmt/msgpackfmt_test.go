@@ -261,8 +261,8 @@ func FuzzParity(f *testing.F) {
 
 func checkParity[V any](t *testing.T, data []byte, seed V) {
 	want, got := seed, seed
-	werr, wpanic := decodeRecovering(libraryUnmarshal, data, &want)
-	gerr, gpanic := decodeRecovering(func(d []byte, v any) error { return Unmarshal(d, v.(*V)) }, data, &got)
+	wpanic, werr := decodeRecovering(libraryUnmarshal, data, &want)
+	gpanic, gerr := decodeRecovering(func(d []byte, v any) error { return Unmarshal(d, v.(*V)) }, data, &got)
 	require.Equal(t, wpanic, gpanic, "input %x: panics", data)
 	if wpanic != nil {
 		return // the library panicked, and so did Unmarshal, by handing it the input
@@ -276,9 +276,9 @@ func checkParity[V any](t *testing.T, data []byte, seed V) {
 }
 
 // decodeRecovering runs decode, turning a panic into its value.
-func decodeRecovering(decode func([]byte, any) error, data []byte, v any) (err error, panicked any) {
+func decodeRecovering(decode func([]byte, any) error, data []byte, v any) (panicked any, err error) {
 	defer func() { panicked = recover() }()
-	return decode(data, v), nil
+	return nil, decode(data, v)
 }
 
 // sameBits is reflect.DeepEqual for flat structs with floats compared bit for bit.
