@@ -25,8 +25,9 @@
 //     carries).
 //   - [ObserveFleet] registers observable instruments read from what every process publishes
 //     in Valkey, at each collection: echomq.queue.jobs (attribute echomq.job.state),
-//     echomq.queue.paused, echomq.queue.waiting_jobs (attribute echomq.queue.set: lanes,
-//     urgent), echomq.queue.lanes (attribute echomq.lane.state: ready, held, active),
+//     echomq.queue.paused, echomq.queue.dead_limit, echomq.queue.waiting_jobs (attribute
+//     echomq.queue.set: lanes, urgent), echomq.queue.lanes (attribute echomq.lane.state:
+//     ready, held, active),
 //     echomq.queue.workers, echomq.queue.worker_slots, echomq.queue.jobs_running, the counters
 //     echomq.jobs.claimed, .completed, .failed, .retried, .dead, .snoozed, .handed_back,
 //     .stale, .lease_lost, .cancelled, .rate_limited; and per table

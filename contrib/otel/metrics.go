@@ -39,6 +39,7 @@ type inst struct {
 var queueInsts = []inst{
 	{"echomq.queue.jobs", "{job}", "Jobs in each of the queue's sets.", false},
 	{"echomq.queue.paused", "1", "1 when the queue is paused.", false},
+	{"echomq.queue.dead_limit", "{job}", "The most dead jobs the queue keeps (bus.SetDeadLimit; 0: all). Dead at the limit: each job that dies deletes an older one.", false},
 	{"echomq.queue.waiting_jobs", "{job}", "Waiting jobs in the lanes' sets (echomq.queue.set lanes) and of priority 1 to 3 (urgent), both counted as pending.", false},
 	{"echomq.queue.lanes", "{lane}", "Lanes in the round robin (echomq.lane.state ready), held back by a rate or RateLimited (held), with claimed jobs (active).", false},
 	{"echomq.queue.workers", "{worker}", "Live workers of the queue that publish stats.", false},
@@ -165,6 +166,7 @@ func (f *fleet) observeQueues(ctx context.Context, o metric.Observer) error {
 			paused = 1
 		}
 		put("echomq.queue.paused", paused)
+		put("echomq.queue.dead_limit", float64(c.DeadLimit))
 		put("echomq.queue.waiting_jobs", float64(c.InLanes), SetKey.String("lanes"))
 		put("echomq.queue.waiting_jobs", float64(c.Urgent), SetKey.String("urgent"))
 		put("echomq.queue.lanes", float64(c.LanesReady), LaneKey.String("ready"))

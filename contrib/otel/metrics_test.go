@@ -62,6 +62,7 @@ func TestMetrics(t *testing.T) {
 		return err == nil && fs.Total.Completed == 3 && fs.Total.Dead == 2 && fs.Total.Snoozed == 1 && fs.Total.Cancelled == 1
 	})
 	require.NoError(t, b.Pause(ctx, queue))
+	require.NoError(t, b.SetDeadLimit(ctx, queue, 1000))
 	for range 2 {
 		_, err := bus.EnqueueTask(ctx, b, queue, "ok", 0, nil)
 		require.NoError(t, err)
@@ -124,6 +125,7 @@ func TestMetrics(t *testing.T) {
 		require.Equal(t, n, value("echomq.queue.jobs", dest, attribute.String("echomq.job.state", state)), state)
 	}
 	require.Equal(t, 1.0, value("echomq.queue.paused", dest))
+	require.Equal(t, 1000.0, value("echomq.queue.dead_limit", dest))
 	require.Equal(t, 1.0, value("echomq.queue.workers", dest))
 	require.Equal(t, float64(bus.DefaultConcurrency), value("echomq.queue.worker_slots", dest))
 	for name, n := range map[string]float64{

@@ -70,6 +70,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	qJobs        = desc("echomq_queue_jobs", "Jobs in each of the queue's sets.", "queue", "state")
 	qPaused      = desc("echomq_queue_paused", "1 when the queue is paused.", "queue")
+	qDeadLimit   = desc("echomq_queue_dead_limit", "The most dead jobs the queue keeps (bus.SetDeadLimit; 0: all). Dead at the limit: each job that dies deletes an older one.", "queue")
 	qWaiting     = desc("echomq_queue_waiting_jobs", "Waiting jobs in the lanes' sets (set lanes) and of priority 1 to 3 (set urgent), both counted in echomq_queue_jobs{state=\"pending\"}.", "queue", "set")
 	qLanes       = desc("echomq_queue_lanes", "Lanes in the round robin (ready), held back by a rate or RateLimited (held), with claimed jobs (active).", "queue", "state")
 	qWorkers     = desc("echomq_queue_workers", "Live workers of the queue that publish stats.", "queue")
@@ -103,7 +104,7 @@ var (
 	scrapeError  = desc("echocache_scrape_error", "A read of the collector failed.")
 )
 
-var allDescs = []*prometheus.Desc{qJobs, qPaused, qWaiting, qLanes, qWorkers, qSlots, qRunning, qClaimed, qCompleted, qFailed, qRetried,
+var allDescs = []*prometheus.Desc{qJobs, qPaused, qDeadLimit, qWaiting, qLanes, qWorkers, qSlots, qRunning, qClaimed, qCompleted, qFailed, qRetried,
 	qDead, qSnoozed, qHandedBack, qStale, qLeaseLost, qCancelled, qRateLimited, tCaches, tDegraded, tHits, tMisses, tLoads, tLoadErrors,
 	tLoadSeconds, tInvSent, tInvReceived, tGaps, tRegressions, tFlushes, tPropagation, tPropMax}
 
@@ -161,6 +162,7 @@ func (c *Collector) collectQueues(ctx context.Context, ch chan<- prometheus.Metr
 		gauge(qJobs, float64(counts.Scheduled), "scheduled")
 		gauge(qJobs, float64(counts.Dead), "dead")
 		gauge(qPaused, b2f(counts.Paused))
+		gauge(qDeadLimit, float64(counts.DeadLimit))
 		gauge(qWaiting, float64(counts.InLanes), "lanes")
 		gauge(qWaiting, float64(counts.Urgent), "urgent")
 		gauge(qLanes, float64(counts.LanesReady), "ready")

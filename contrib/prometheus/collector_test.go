@@ -82,6 +82,7 @@ func run(t *testing.T, srv *echotest.Server, jobs *echoprom.JobMetrics) activity
 		return err == nil && fs.Total.Completed == 3 && fs.Total.Dead == 2 && fs.Total.Snoozed == 1 && fs.Total.Cancelled == 1
 	})
 	require.NoError(t, b.Pause(ctx, a.queue))
+	require.NoError(t, b.SetDeadLimit(ctx, a.queue, 1000))
 	for range 2 {
 		_, err := bus.EnqueueTask(ctx, b, a.queue, "ok", 0, nil)
 		require.NoError(t, err)
@@ -187,6 +188,7 @@ func TestScrape(t *testing.T) {
 		require.Equal(t, n, gauge("echomq_queue_jobs", with(q, "state", state)), state)
 	}
 	require.Equal(t, 1.0, gauge("echomq_queue_paused", q))
+	require.Equal(t, 1000.0, gauge("echomq_queue_dead_limit", q))
 	require.Equal(t, 1.0, gauge("echomq_queue_workers", q))
 	require.Equal(t, float64(bus.DefaultConcurrency), gauge("echomq_queue_worker_slots", q))
 	require.Equal(t, 0.0, gauge("echomq_queue_jobs_running", q))
