@@ -27,16 +27,16 @@
 //     in Valkey, at each collection: echomq.queue.jobs (attribute echomq.job.state),
 //     echomq.queue.paused, echomq.queue.dead_limit, echomq.queue.waiting_jobs (attribute
 //     echomq.queue.set: lanes, urgent), echomq.queue.lanes (attribute echomq.lane.state:
-//     ready, held, active),
-//     echomq.queue.workers, echomq.queue.worker_slots, echomq.queue.jobs_running, the counters
-//     echomq.jobs.claimed, .completed, .failed, .retried, .dead, .snoozed, .handed_back,
-//     .stale, .lease_lost, .cancelled, .rate_limited; and per table
-//     (attribute echocache.table) echocache.table.caches, .degraded_caches, .hits (attribute
-//     echocache.tier), .misses, .loads, .load_errors, .load_time (s), .invalidations_sent,
-//     .invalidations_received, .gaps, .regressions, .flushes, .propagations,
-//     .propagation_time (s), .propagation_max (s), and .propagation_p50 and .propagation_p99
-//     (s), read from the caches' published histogram (OpenTelemetry has no asynchronous
-//     histogram, so the quantiles stand for the buckets Prometheus's collector exports).
+//     ready, held, active), echomq.queue.workers, echomq.queue.worker_slots,
+//     echomq.queue.jobs_running, the counters echomq.jobs.claimed, .completed, .failed,
+//     .retried, .dead, .snoozed, .handed_back, .stale, .lease_lost, .cancelled,
+//     .rate_limited; and per table (attribute echocache.table) echocache.table.caches,
+//     .degraded_caches, .hits (attribute echocache.tier), .misses, .loads, .load_errors,
+//     .load_time (s), .invalidations_sent, .invalidations_received, .gaps, .regressions,
+//     .flushes, .propagations, .propagation_time (s), .propagation_max (s), and
+//     .propagation_p50 and .propagation_p99 (s), read from the caches' published histogram
+//     (OpenTelemetry has no asynchronous histogram, so the quantiles stand for the buckets
+//     Prometheus's collector exports).
 //
 // The counters are sums over a queue's workers (a table's caches) that only grow while the
 // process observing them runs: a worker that stopped, or restarted with its counters from
