@@ -44,6 +44,8 @@ func TestInvalidQueueNames(t *testing.T) {
 		"browse":  func(q string) error { _, err := b.Browse(ctx, q, nil); return err },
 		"lookup":  func(q string) error { _, err := b.Lookup(ctx, q, id); return err },
 		"max":     func(q string) error { return b.SetMaxAttempts(ctx, q, 3) },
+		"dead":    func(q string) error { return b.SetDeadLimit(ctx, q, 3) },
+		"drop":    func(q string) error { _, err := b.DropQueue(ctx, q, nil); return err },
 		"publish": func(q string) error { _, err := b.Publish(ctx, q, []byte("x")); return err },
 		"subscribe": func(q string) error {
 			_, err := b.Subscribe(ctx, []string{q}, func(bus.Event) {})

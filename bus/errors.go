@@ -35,6 +35,9 @@ var (
 	// ErrInvalid: a name, id, key or argument is not valid. Nothing was written. Errors about
 	// names and ids also match keys.ErrInvalid.
 	ErrInvalid = errors.New("bus: invalid")
+	// ErrBusy: [Bus.DropQueue] found jobs claimed (running somewhere) and was not forced.
+	// Nothing was written.
+	ErrBusy = errors.New("bus: queue has claimed jobs")
 	// ErrTooLarge: a payload is larger than [Config.MaxPayload]. Nothing was written.
 	ErrTooLarge = errors.New("bus: payload too large")
 	// ErrWrongType: a key of the queue holds a value of another type than the grammar says
@@ -162,7 +165,7 @@ func translate(err error) error {
 	}
 	code, rest, _ := strings.Cut(ve.Error(), " ")
 	switch code {
-	case "EMQSTALE", "EMQNOJOB", "EMQSTATE", "EMQPAUSED", "EMQARGS", "EMQKEYS", "EMQTOOBIG", "EMQTYPE", "EMQEXISTS", "EMQNOSCHED", "EMQLANES":
+	case "EMQSTALE", "EMQNOJOB", "EMQSTATE", "EMQPAUSED", "EMQARGS", "EMQKEYS", "EMQTOOBIG", "EMQTYPE", "EMQEXISTS", "EMQNOSCHED", "EMQLANES", "EMQBUSY":
 		return &scriptError{code: code, rest: rest}
 	case "WRONGTYPE":
 		return fmt.Errorf("%w: %s", ErrWrongType, ve.Error())
@@ -217,6 +220,8 @@ func errorFor(c call, err error) error {
 		return fmt.Errorf("%w: %s in queue %s: %s", ErrExists, c.op, c.queue, se.rest)
 	case "EMQLANES":
 		return fmt.Errorf("%w: %s in queue %s", errFlowControl, c.op, c.queue)
+	case "EMQBUSY":
+		return fmt.Errorf("%w: %s in queue %s: %s", ErrBusy, c.op, c.queue, se.rest)
 	}
 	return fmt.Errorf("%w: %s in queue %s: %s %s", ErrInvalid, c.op, c.queue, se.code, se.rest)
 }

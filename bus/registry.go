@@ -42,7 +42,7 @@ type QueueInfo struct {
 // started workers on, whether or not any of their keys remain (an emptied queue is listed).
 // It is one ZRANGE of one set, on a standalone server or a cluster. Queues written only by
 // clients that do not register them (older versions, raw scripts) are not listed; a queue
-// stays listed until an operator removes it (ZREM emq:queues <name>).
+// stays listed until [Bus.DropQueue] deletes it (or an operator runs ZREM emq:queues <name>).
 func (b *Bus) Queues(ctx context.Context) ([]QueueInfo, error) {
 	const op = "queues"
 	cmd := b.client.B().Zrange().Key(keys.QueueRegistry()).Min("0").Max("-1").Withscores().Build()

@@ -34,6 +34,7 @@ var (
 	scLookup        = lua.Get("lookup")
 	scDue           = lua.Get("due")
 	scBrowse        = lua.Get("browse")
+	scDrop          = lua.Get("drop")
 
 	// Lanes (lanes*.go).
 	scLaneEnqueue = lua.Get("laneenqueue")
@@ -48,7 +49,7 @@ var (
 // scriptKeys is each bus script's KEYS, in header order, read from the headers themselves, so
 // the Go side cannot drift from the protocol.
 var scriptKeys = headerKeys(scEnqueue, scClaim, scComplete, scCompleteMany, scCompleteClaim, scFail, scExtend, scSnooze,
-	scPromote, scReap, scPause, scResume, scConfigure, scCancel, scRetry, scPurge, scCounts, scLookup, scDue, scBrowse,
+	scPromote, scReap, scPause, scResume, scConfigure, scCancel, scRetry, scPurge, scCounts, scLookup, scDue, scBrowse, scDrop,
 	scLaneEnqueue, scLaneClaim, scRateLimited, scLaneSet, scFlowSet, scLanePause, scLaneInfo)
 
 // headerKeys parses the grammar form of each script's declared KEYS (emq:{<q>}:pending) into

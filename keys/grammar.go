@@ -43,7 +43,7 @@ var grammar = [...]struct{ form, value, doc string }{
 	LanePending: {"emq:{<q>}:lanepending:<lane>", "zset", "a lane's waiting jobs of priority 0, every score 0: lex order is mint order; <lane> is named like a queue"},
 	LaneLog:     {"emq:{<q>}:lanelog:<lane>", "list", "the unix ms (server clock) of the lane's latest claims, newest first, at most its burst (FORMAT lanerate)"},
 
-	Queues:     {"emq:queues", "zset", "the queue registry, outside any hash tag: every queue name a client wrote to (enqueue, periodic declare, pause, resume, configure, worker start), scored by the unix ms it was first seen; added with ZADD NX by clients, never by a script, and never removed by the library"},
+	Queues:     {"emq:queues", "zset", "the queue registry, outside any hash tag: every queue name a client wrote to (enqueue, periodic declare, pause, resume, configure, worker start), scored by the unix ms it was first seen; added with ZADD NX by clients, never by a script, and removed only when the queue is dropped (the Go bus's DropQueue)"},
 	Tables:     {"ecc:tables", "zset", "the table registry, outside any hash tag: every cache table name declared, scored by the unix ms it was first declared; added with ZADD NX by clients, never by a script"},
 	Workers:    {"emq:{<q>}:workers", "hash", "the queue's workers' published stats: field the worker's id, value its snapshot (FORMAT report, FORMAT workerstats); stale fields pruned by workers_report, the key expires when no worker reports"},
 	TableStats: {"ecc:{<table>}#stats", "hash", "the table's caches' published stats: field the cache's id, value its snapshot (FORMAT report, FORMAT tablestats); stale fields pruned by cache_stats_report, the key expires when no cache reports"},

@@ -59,7 +59,7 @@ func exitCode(err error) int {
 		return ee.code
 	case errors.Is(err, bus.ErrNotFound), errors.Is(err, bus.ErrNoSchedule):
 		return exitNotFound
-	case errors.Is(err, bus.ErrState):
+	case errors.Is(err, bus.ErrState), errors.Is(err, bus.ErrBusy):
 		return exitRefused
 	case errors.Is(err, bus.ErrInvalid), errors.Is(err, cache.ErrInvalid), errors.Is(err, keys.ErrInvalid):
 		return exitUsage

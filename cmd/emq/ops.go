@@ -37,6 +37,8 @@ func (a *app) printChanged(c changed) error {
 			fmt.Fprintf(a.out, "%s: %s %s (was %s)\n", c.Queue, c.Action, c.IDs[0], c.State)
 		case c.Action == "paused" || c.Action == "resumed":
 			fmt.Fprintf(a.out, "%s: %s\n", c.Queue, c.Action)
+		case c.Action == "dropped":
+			fmt.Fprintf(a.out, "%s: dropped (%d keys deleted)\n", c.Queue, c.Count)
 		default:
 			fmt.Fprintf(a.out, "%s: %s %d jobs\n", c.Queue, c.Action, c.Count)
 		}
@@ -260,4 +262,44 @@ row, 5 when its state does not allow it (a dead job: purge it).`,
 			return a.printChanged(changed{Queue: queue, Action: action, IDs: []string{id.String()}, Count: 1, State: string(state)})
 		},
 	}
+}
+
+func dropCmd(a *app) *cobra.Command {
+	var force bool
+	c := &cobra.Command{
+		Use:   "drop <queue> [--force]",
+		Short: "Delete a whole queue for good",
+		Long: `Delete a queue and everything in it for good: its jobs in every set with their rows,
+failure histories, results and idempotency guards, its settings, lanes, periodic schedules and
+workers' stats; then remove it from the registry. A queue with claimed (running) jobs is
+refused (exit 5) unless --force; their outcomes then find no job. Stop the queue's producers,
+workers and schedulers first: what they write meanwhile may survive. It asks for confirmation
+on a terminal and refuses without one unless --yes.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			queue := args[0]
+			ctx, cancel, err := a.openQueue(queue)
+			if err != nil {
+				return err
+			}
+			defer cancel()
+			counts, err := a.bus.Counts(ctx, queue)
+			if err != nil {
+				return err
+			}
+			what := fmt.Sprintf("drop queue %s and its %d jobs (%d pending, %d active, %d scheduled, %d dead)", queue,
+				counts.Pending+counts.Active+counts.Scheduled+counts.Dead, counts.Pending, counts.Active, counts.Scheduled, counts.Dead)
+			if err := a.confirm(what); err != nil {
+				return err
+			}
+			n, err := a.bus.DropQueue(ctx, queue, &bus.DropOpts{Force: force})
+			if err != nil {
+				return err
+			}
+			return a.printChanged(changed{Queue: queue, Action: "dropped", Count: int(n)})
+		},
+	}
+	c.Flags().BoolVar(&force, "force", false, "drop the queue even while jobs of it are claimed")
+	c.Flags().BoolVar(&a.yes, "yes", false, "do not ask for confirmation")
+	return c
 }

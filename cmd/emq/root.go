@@ -42,6 +42,7 @@ var commands = []func(*app) *cobra.Command{
 	resumeCmd,
 	cancelCmd,
 	configCmd,
+	dropCmd,
 	lanesCmd,
 	laneCmd,
 	periodicCmd,

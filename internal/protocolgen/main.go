@@ -71,6 +71,7 @@ var codes = map[string]string{
 	"EMQEXISTS":  "A job row with one of the call's ids exists. Nothing was written.",
 	"EMQNOSCHED": "`EMQNOSCHED <name>`: the queue has no periodic schedule of that name (its row emq:{<q>}:periodic:<name> is missing). Nothing was written.",
 	"EMQLANES":   "The queue keeps lane state (FORMAT lanes: a job with a lane or a priority, a queue rate, a lane in the round robin): claim it with laneclaim, which serves the lanes within their limits. Nothing was written.",
+	"EMQBUSY":    "The queue has claimed jobs (running somewhere) and the call was not forced. Nothing was written.",
 	"ECCKEYS":    "The KEYS are not the declared keys of one table: wrong count, role prefix, name, id, type or hash tag. Nothing was read or written.",
 	"ECCARG":     "An argument breaks its rule (or the count of ARGV is wrong). Nothing was written.",
 	"ECCTYPE":    "A key holds another value type than the grammar says. Nothing was written.",
