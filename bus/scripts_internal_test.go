@@ -31,5 +31,5 @@ func TestScriptKeysMatchHeaders(t *testing.T) {
 		require.True(t, ok, "%s is a queue script the bus does not know", s.Name)
 		require.Equal(t, want, declared, s.Name)
 	}
-	require.Len(t, scriptKeys, 27)
+	require.Len(t, scriptKeys, 28)
 }
