@@ -23,7 +23,8 @@ type DropOpts struct {
 // result and idempotency guard, its meta (pause, max attempts, dead limit), its lanes and
 // their limits, its periodic schedules and its workers' published stats; then it removes the
 // name from the queue registry. It returns how many keys it deleted. A queue with claimed jobs
-// answers [ErrBusy] before anything is deleted, unless opts.Force.
+// answers [ErrBusy] before anything is deleted, unless opts.Force (a walk that a failover
+// starts again checks again, and may answer ErrBusy with some keys deleted).
 //
 // It walks the queue's keys a SCAN step (dropCount keys) per script call, so a large queue
 // does not stall the server, and the walk resumes across a failover (it starts again). Keys

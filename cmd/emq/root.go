@@ -121,7 +121,7 @@ system's roots, or against the PEM file --tls-ca names. Every command takes --js
 
 Exit codes: 0 success, 1 other failure, 2 usage error, 3 not found (queue, job, table),
 4 server unreachable or refusing the connection (credentials, TLS), 5 refused or aborted
-(not confirmed, wrong job state).`,
+(not confirmed, wrong job state, claimed jobs in the way of a drop).`,
 		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
