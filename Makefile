@@ -63,10 +63,13 @@ fuzz: ## Fuzz keys/ (FuzzParse), the JSON codecs' parity with encoding/json (Fuz
 	go test -run '^$$' -fuzz='^FuzzTimeParity$$' -fuzztime=60s ./internal/jsonfmt/
 	go test -run '^$$' -fuzz='^FuzzParity$$' -fuzztime=60s ./internal/msgpackfmt/
 
-.PHONY: bench bench-check bench-quick bench-profile
+.PHONY: bench bench-check bench-quick bench-profile bench-instructions
 
 bench: setup ## Benchmarks: own valkey-server, core + peers, writes bench/REPORT.md (under 15 min)
 	bash bench/run.sh report
+
+bench-instructions: ## The server's instructions per job of the worker's scripts (callgrind: a figure the machine's load does not move), plain and with lanes; installs valgrind if missing
+	bash bench/instructions.sh
 
 bench-check: setup ## Fresh run; fails if a ratio of ours is worse than in bench/baseline.json by >BENCH_TOLERANCE (20%) and >its noise
 	bash bench/run.sh check
