@@ -569,6 +569,20 @@ local function load(g)
   if g.since and (tonumber(string.match(head or '', '^([0-9]+):')) or 0) <= g.since then g.tat0 = nil end
   g.tat = g.tat0
 end
+-- claimAt is the claim time of the entry at idx of a rate's log (nil when there is none). The
+-- checks of one call walk the log from its oldest countable entry towards its head, an entry a
+-- claim: each LRANGE reads the entry with the 31 before it, kept until the call writes the log.
+local function claimAt(g, idx)
+  local w = g.win
+  if not w or idx < w.lo or idx > w.hi then
+    local key = base .. 'flowlog'
+    if g.lane then key = base .. 'lanelog:' .. g.lane end
+    local lo = math.max(idx - 31, 0)
+    w = {lo = lo, hi = idx, v = redis.call('LRANGE', key, lo, idx)}
+    g.win = w
+  end
+  return tonumber(string.match(w.v[idx - w.lo + 1] or '', '^([0-9]+)'))
+end
 -- can reports whether a rate allows one more claim now; when not, g.next is the ms from
 -- which it may.
 local function can(g)
@@ -584,9 +598,7 @@ local function can(g)
     g.next = math.ceil(now + w)
     return false
   end
-  local key = base .. 'flowlog'
-  if g.lane then key = base .. 'lanelog:' .. g.lane end
-  local v = tonumber(string.match(redis.call('LINDEX', key, idx) or '', '^([0-9]+)'))
+  local v = claimAt(g, idx)
   if v and v > now - w and not (g.since and v <= g.since) then
     g.next = math.ceil(v + w)
     return false
@@ -848,7 +860,7 @@ local function push(g, n)
   if idx < 0 then
     free = at + w
   else
-    local v = tonumber(string.match(redis.call('LINDEX', key, idx) or '', '^([0-9]+)'))
+    local v = claimAt(g, idx)
     if v and v > now - w and not (g.since and v <= g.since) then free = v + w end
   end
   if free and tat - tau < free then tat = free + tau end
@@ -857,7 +869,7 @@ local function push(g, n)
   redis.call('LPUSH', key, unpack(entries))
   redis.call('LTRIM', key, 0, g.b - 1)
   redis.call('PEXPIRE', key, math.ceil(math.max(w, tat - now)) + 1)
-  g.used, g.tat0, g.tat = 0, tat, tat
+  g.used, g.tat0, g.tat, g.win = 0, tat, tat, nil
 end
 local qn = 0
 for lane, s in pairs(st) do
