@@ -50,6 +50,7 @@ var allowed = map[string][]string{
 	"bench":                 {"cache", "tables"}, // InvalidationSide, shared with bench/peers
 	"bench/cmd/benchreport": {"bench"},
 	"bench/cmd/emqprofile":  {"bus", "keys", "lua"},
+	"bench/cmd/scriptcost":  {"bus", "keys", "lua"},
 	"cmd/emq":               {"bus", "cache", "dash", "keys"},
 	"examples/jobs":         {"bus", "keys"},
 	"examples/periodic":     {"bus"},
