@@ -1,7 +1,7 @@
 // Command scriptcost counts the server's instructions per job of the scripts an EchoMQ worker
 // runs, for a queue without lanes and for queues with lanes, so that a change to a claim
 // script is measured without the noise of a shared machine: an instruction count is the same
-// from run to run (within about 1%), where a time is not. `make bench-instructions`
+// from run to run (within about 1.5%), where a time is not. `make bench-instructions`
 // (bench/instructions.sh) runs it against a valkey-server of its own under valgrind's
 // callgrind.
 //
