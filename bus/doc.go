@@ -71,6 +71,7 @@
 //	running, _ := b.Browse(ctx, "emails", &bus.BrowseOpts{Set: keys.Active}) // deadline, token
 //	b.Cancel(ctx, "emails", running.IDs[0]) // its worker stops it at the next heartbeat
 //	b.Pause(ctx, "emails")
+//	b.DropQueue(ctx, "old-emails", nil) // every key of the queue, a SCAN step a call
 //
 //	// Topics: every subscriber hears every message published while it is subscribed.
 //	sub, _ := b.Subscribe(ctx, []string{"prices"}, func(e bus.Event) { ... })
