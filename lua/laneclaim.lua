@@ -480,9 +480,10 @@ end
 for i = 1, #adds, 2000 do redis.call('ZADD', KEYS[8], 'NX', unpack(adds, i, math.min(i + 1999, #adds))) end
 
 -- Plan: which jobs to take, reading only.
--- laneready is read a page at a time (as many lanes as full turns would serve, plus 2), as
--- the plan needs more; nothing writes it before the plan is done, so its ranks hold.
-local PAGE = math.ceil(count / TURN) + 2
+-- laneready is read a page at a time (as many lanes as full turns would serve), as the plan
+-- needs more; nothing writes it before the plan is done, so its ranks hold. Only the first
+-- page's lanes are read up front (prefetch): a claim most often takes all it needs from them.
+local PAGE = math.ceil(count / TURN)
 local ready = redis.call('ZRANGE', KEYS[8], 0, PAGE - 1, 'WITHSCORES')
 local loaded = #ready / 2
 local uids = {}
