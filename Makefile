@@ -1,6 +1,7 @@
 .DEFAULT_GOAL := help
 
 .PHONY: help setup demo test fuzz soak protocol screenshots
+FUZZTIME ?= 60s
 
 # The nested modules: the demo service (SQLite, Prometheus), the peers measured by make bench, and
 # a user's module that imports echotest as users do.
@@ -56,12 +57,20 @@ screenshots: ## Rewrite docs/dash-overview.png, docs/dash-job.png and docs/dash-
 	bash .ci/install-chromium
 	cd $(BROWSER) && ECHO_BROWSER_REQUIRED=1 ECHO_DASH_SCREENSHOTS=1 go test -count=1 -run 'TestDashboardInBrowser' ./...
 
-fuzz: ## Fuzz keys/ (FuzzParse), the JSON codecs' parity with encoding/json (FuzzParity, FuzzMarshalParity, FuzzTimeParity) and the msgpack decoder's with its library (FuzzParity), 60 s each
-	go test -run '^$$' -fuzz=FuzzParse -fuzztime=60s ./keys/
-	go test -run '^$$' -fuzz='^FuzzParity$$' -fuzztime=60s ./internal/jsonfmt/
-	go test -run '^$$' -fuzz='^FuzzMarshalParity$$' -fuzztime=60s ./internal/jsonfmt/
-	go test -run '^$$' -fuzz='^FuzzTimeParity$$' -fuzztime=60s ./internal/jsonfmt/
-	go test -run '^$$' -fuzz='^FuzzParity$$' -fuzztime=60s ./internal/msgpackfmt/
+fuzz: ## Fuzz every parser of what another process may have written, 60 s each (FUZZTIME=): keys/ (FuzzParse), the JSON codecs' parity with encoding/json and the msgpack decoder's with its library, the task envelope, L2 rows and codecs, invalidation messages and the sequence follower, lane limits, failure entries and schedule specs
+	go test -run '^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./keys/
+	go test -run '^$$' -fuzz='^FuzzParity$$' -fuzztime=$(FUZZTIME) ./internal/jsonfmt/
+	go test -run '^$$' -fuzz='^FuzzMarshalParity$$' -fuzztime=$(FUZZTIME) ./internal/jsonfmt/
+	go test -run '^$$' -fuzz='^FuzzTimeParity$$' -fuzztime=$(FUZZTIME) ./internal/jsonfmt/
+	go test -run '^$$' -fuzz='^FuzzParity$$' -fuzztime=$(FUZZTIME) ./internal/msgpackfmt/
+	go test -run '^$$' -fuzz='^FuzzEnvelopeHeaders$$' -fuzztime=$(FUZZTIME) ./bus/
+	go test -run '^$$' -fuzz='^FuzzParseLimits$$' -fuzztime=$(FUZZTIME) ./bus/
+	go test -run '^$$' -fuzz='^FuzzParseFailure$$' -fuzztime=$(FUZZTIME) ./bus/
+	go test -run '^$$' -fuzz='^FuzzPeriodicSpec$$' -fuzztime=$(FUZZTIME) ./bus/
+	go test -run '^$$' -fuzz='^FuzzParseRow$$' -fuzztime=$(FUZZTIME) ./cache/
+	go test -run '^$$' -fuzz='^FuzzCodecDecode$$' -fuzztime=$(FUZZTIME) ./cache/
+	go test -run '^$$' -fuzz='^FuzzParseInval$$' -fuzztime=$(FUZZTIME) ./cache/
+	go test -run '^$$' -fuzz='^FuzzInvalSequence$$' -fuzztime=$(FUZZTIME) ./cache/
 
 .PHONY: bench bench-check bench-quick bench-profile bench-instructions
 

@@ -177,25 +177,32 @@ func (l LaneLimits) args() []string {
 	return []string{opt(int64(l.Cap)), opt(int64(l.Rate.Limit)), opt(l.Rate.Per.Milliseconds()), opt(int64(l.Rate.Burst)), opt(int64(l.Weight))}
 }
 
-// parseLimits reads FORMAT lanelimits: "<cap>:<rate>:<per>:<burst>:<weight>:<paused>".
+// parseLimits reads FORMAT lanelimits: "<cap>:<rate>:<per>:<burst>:<weight>:<paused>". A
+// value the scripts never write (a field out of its range, a per or burst without a rate) is a
+// protocol error, not limits.
 func parseLimits(v string) (l LaneLimits, paused bool, err error) {
 	if v == "" {
 		return l, false, nil
 	}
+	bad := func() (LaneLimits, bool, error) { return LaneLimits{}, false, protocolError("lane limits", "%q", v) }
 	f := strings.Split(v, ":")
 	if len(f) != 6 || (f[5] != "" && f[5] != "1") {
-		return l, false, protocolError("lane limits", "%q", v)
+		return bad()
 	}
-	n := make([]int64, 5)
+	var n [5]int64
+	maxes := [5]int64{MaxLaneCap, MaxRateLimit, MaxRatePer.Milliseconds(), MaxRateBurst, MaxLaneWeight}
 	for i := range n {
 		if f[i] == "" {
 			continue
 		}
-		if n[i], err = strconv.ParseInt(f[i], 10, 64); err != nil {
-			return l, false, protocolError("lane limits", "%q", v)
+		if n[i], err = strconv.ParseInt(f[i], 10, 64); err != nil || n[i] < 1 || n[i] > maxes[i] {
+			return bad()
 		}
 	}
 	l = LaneLimits{Cap: int(n[0]), Rate: Rate{Limit: int(n[1]), Per: time.Duration(n[2]) * time.Millisecond, Burst: int(n[3])}, Weight: int(n[4])}
+	if l.validate("lane limits") != nil {
+		return bad()
+	}
 	return l, f[5] == "1", nil
 }
 
