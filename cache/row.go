@@ -134,6 +134,9 @@ func parseRow(s string) row {
 		for i := range expiryLen {
 			exp = exp<<8 | uint64(body[i])
 		}
+		if exp > math.MaxInt64 {
+			return row{kind: rowCorrupt} // no writer sets the top bit: unix ms past year 292,278,994
+		}
 		return row{kind: rowValue, token: token, version: version, vversion: vv, versioned: versioned,
 			delta: delta, expires: int64(exp), payload: body[expiryLen:]}
 	}
