@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,13 +64,61 @@ func benchJobs(b *testing.B, concurrency, lanes int) { benchJobsWith(b, concurre
 
 // benchJobsWith is benchJobs with the worker's Prefetch.
 func benchJobsWith(b *testing.B, concurrency, lanes, prefetch int) {
+	b.ReportAllocs()
+	elapsed := drainJobs(b, concurrency, lanes, prefetch, b.N)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), UnitJobsPerSec)
+}
+
+// BenchmarkCompareJobsLanes pairs BenchmarkBusJobsLanes with BenchmarkBusJobs at the same
+// concurrency: drains of the same jobs without and with 100 lanes alternate (without first,
+// then with first, then without first), each of 5×b.N jobs, and it reports in bench.UnitRatio
+// the median over the three pairs of the jobs/s with lanes ÷ the jobs/s without, and each
+// side's median jobs/s. The two drains of a pair run a fraction of a second apart on the same
+// machine state, where the two standalone benchmarks of a round are a second or more apart and
+// drain 4,000 jobs in tens of milliseconds each, so one stall of the machine moves their ratio
+// by a third. The rows with 100 active lanes take their ratio from it.
+func BenchmarkCompareJobsLanes(b *testing.B) {
+	for _, c := range []int{20, 100} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			n := 5 * b.N
+			var with, without, ratios []float64
+			for pair := range 3 {
+				order := []int{0, 100}
+				if pair%2 == 1 {
+					order = []int{100, 0}
+				}
+				rate := map[int]float64{}
+				for _, lanes := range order {
+					rate[lanes] = float64(n) / drainJobs(b, c, lanes, 0, n).Seconds()
+				}
+				with, without = append(with, rate[100]), append(without, rate[0])
+				ratios = append(ratios, rate[100]/rate[0])
+			}
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(medianOf(with), "lanes-"+UnitJobsPerSec)
+			b.ReportMetric(medianOf(without), "plain-"+UnitJobsPerSec)
+			b.ReportMetric(medianOf(ratios), UnitRatio)
+		})
+	}
+}
+
+func medianOf(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// drainJobs enqueues n jobs (untimed) in lanes lanes (0: none), then runs them through a new
+// worker of concurrency and prefetch, and returns the time from the worker's start to the n-th
+// accepted complete: the span the benchmark's timer runs for.
+func drainJobs(b *testing.B, concurrency, lanes, prefetch, n int) time.Duration {
+	b.StopTimer()
 	ctx := context.Background()
 	bb, err := bus.New(valkeytest.Shared(b).Client(b), bus.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	queue := UniqueName(b.Name())
-	n := b.N
 	payload, err := bus.EncodeTask("noop", jobArgs{OrderID: 123456, Action: "settle", Amount: 4200}, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -105,8 +154,8 @@ func benchJobsWith(b *testing.B, concurrency, lanes, prefetch int) {
 	}
 	bus.MustHandle(w, "noop", func(context.Context, *bus.Task[jobArgs]) error { return nil }, nil)
 
-	b.ReportAllocs()
 	b.ResetTimer()
+	b.StartTimer()
 	start := time.Now()
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
@@ -124,7 +173,7 @@ func benchJobsWith(b *testing.B, concurrency, lanes, prefetch int) {
 	if s := w.Stats(); s.Completed != int64(n) || s.Claimed != int64(n) {
 		b.Fatalf("claimed %d, completed %d of %d", s.Claimed, s.Completed, n)
 	}
-	b.ReportMetric(float64(n)/elapsed.Seconds(), UnitJobsPerSec)
+	return elapsed
 }
 
 // BenchmarkBusCeiling is the batched protocol's ceiling, the spike row the worker's
