@@ -32,6 +32,10 @@
 //		bench.Side{Name: "ours", Op: func(b *testing.B) { table.Get(ctx, id) }},
 //		bench.Side{Name: "get", Op: func(b *testing.B) { rawGet(ctx, key) }})
 //
+// An end-to-end ratio cannot be cut into half-millisecond blocks (each side is a worker
+// draining a queue), so BenchmarkCompareJobsLanes alternates whole drains of 5×b.N jobs, with
+// and without lanes, in three pairs, and reports the median ratio of a pair in the same unit.
+//
 // Both sides of a comparison of our code with raw valkey-go run on one client: the client
 // our cache or bus is built on. valkey-go serves a lone serial caller on the caller's own
 // goroutine, until a connection is first used by two goroutines at once; from then on, for

@@ -27,7 +27,7 @@
 # to work with than fewer long ones), BENCH_TIME -benchtime of the ordinary
 # benchmarks (default 500ms), BENCH_JOBS -benchtime of the end-to-end job
 # benchmarks (default 4000x: jobs are enqueued before the timer, so b.N is
-# fixed), BENCH_TOLERANCE for check (default 0.20), BENCH_GUARD_ALL=1 to
+# fixed; BenchmarkCompareJobsLanes drains 5 times that, six times a round), BENCH_TOLERANCE for check (default 0.20), BENCH_GUARD_ALL=1 to
 # make check compare every row with a direction, the baselines' and peers'
 # too, not only the rows of our code.
 set -euo pipefail
