@@ -57,7 +57,7 @@ screenshots: ## Rewrite docs/dash-overview.png, docs/dash-job.png and docs/dash-
 	bash .ci/install-chromium
 	cd $(BROWSER) && ECHO_BROWSER_REQUIRED=1 ECHO_DASH_SCREENSHOTS=1 go test -count=1 -run 'TestDashboardInBrowser' ./...
 
-fuzz: ## Fuzz every parser of what another process may have written, 60 s each (FUZZTIME=): keys/ (FuzzParse), the JSON codecs' parity with encoding/json and the msgpack decoder's with its library, the task envelope, L2 rows and codecs, invalidation messages and the sequence follower, lane limits, failure entries and schedule specs
+fuzz: ## Fuzz every parser of what another process may have written, 60 s each (FUZZTIME=): keys/ (FuzzParse), the JSON codecs' parity with encoding/json and the msgpack decoder's with its library, the task envelope, L2 rows and codecs, invalidation messages, the sequence follower and its reconcile against a model of the record, lane limits, failure entries and schedule specs
 	go test -run '^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME) ./keys/
 	go test -run '^$$' -fuzz='^FuzzParity$$' -fuzztime=$(FUZZTIME) ./internal/jsonfmt/
 	go test -run '^$$' -fuzz='^FuzzMarshalParity$$' -fuzztime=$(FUZZTIME) ./internal/jsonfmt/
@@ -71,6 +71,7 @@ fuzz: ## Fuzz every parser of what another process may have written, 60 s each (
 	go test -run '^$$' -fuzz='^FuzzCodecDecode$$' -fuzztime=$(FUZZTIME) ./cache/
 	go test -run '^$$' -fuzz='^FuzzParseInval$$' -fuzztime=$(FUZZTIME) ./cache/
 	go test -run '^$$' -fuzz='^FuzzInvalSequence$$' -fuzztime=$(FUZZTIME) ./cache/
+	go test -run '^$$' -fuzz='^FuzzReconcileModel$$' -fuzztime=$(FUZZTIME) ./cache/
 
 .PHONY: bench bench-check bench-quick bench-profile bench-instructions
 

@@ -133,10 +133,10 @@ type tableState struct {
 	last    string
 	recent  [recentLen]position
 	recentI int
-	// gapFrom is the position a gap left ("" token: none since the last check): a reconcile
-	// compares the record's ring with it, since new writes after a record went back in time
-	// may show only as a gap (their messages lost too).
-	gapFrom position
+	// checks are the positions gaps left since a reconcile last checked them: a reconcile
+	// compares the record's ring with each, since new writes after a record went back in
+	// time may show only as gaps (their messages lost too).
+	checks checks
 	// onRegression is called (without mu) when a message or a reconcile finds the record
 	// gone back in time; set once by add.
 	onRegression func()

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,9 +14,10 @@ import (
 // epoch is one of:
 //
 //   - a gap (seq jumps ahead): messages were lost; flush, and have the next reconcile check
-//     that the record's ring still passes through where the table was before the gap (a
-//     record that went back in time and was pushed past it by writes whose messages were
-//     lost shows only as a gap);
+//     that the record's ring still passes through where the table was before the gap, and
+//     before every gap since the last check (a record that went back in time and was pushed
+//     past such a position by writes whose messages were lost shows only as gaps; the
+//     position applied between two gaps is the only witness of a rollback to between them);
 //   - a duplicate: a (seq, token) pair it applied recently; only its ids are dropped again;
 //   - a regression: the record went back in time (Valkey restored from a snapshot, or a
 //     replica that had not seen the last writes promoted), so the invalidations after the
@@ -46,8 +48,41 @@ type seen struct {
 	epoch       string
 	seq         int64
 	last        string
-	gapFrom     position
+	checks      checks
 	regressions int64
+}
+
+// maxChecks bounds the positions a table keeps for its next reconcile to check.
+const maxChecks = 16
+
+// checks are the positions a table was at when gaps left them, oldest first, that no
+// reconcile has checked yet.
+type checks struct {
+	at   [maxChecks]position
+	n    int
+	lost bool // more gaps than maxChecks: the next reconcile cannot tell the record is on the sequence
+}
+
+// add keeps p for the next reconcile (a position without a token has nothing to check).
+func (c *checks) add(p position) {
+	switch {
+	case p.token == "":
+	case c.n == maxChecks:
+		c.lost = true
+	default:
+		c.at[c.n] = p
+		c.n++
+	}
+}
+
+// drop forgets the positions of b, which a reconcile checked, if c still begins with them.
+func (c *checks) drop(b checks) {
+	if b.n == 0 || b.n > c.n || !slices.Equal(c.at[:b.n], b.at[:b.n]) {
+		return
+	}
+	n := copy(c.at[:], c.at[b.n:c.n])
+	clear(c.at[n:c.n])
+	c.n = n
 }
 
 // inval is a parsed invalidation message.
@@ -95,7 +130,7 @@ func (ts *tableState) knows(seq int64, token string) bool {
 // follow starts over from (seq, token), forgetting the sequence it left. Called with mu held.
 func (ts *tableState) follow(seq int64, token string) {
 	ts.recent = [recentLen]position{}
-	ts.gapFrom = position{}
+	ts.checks = checks{}
 	ts.applied(seq, token)
 }
 
@@ -103,7 +138,7 @@ func (ts *tableState) follow(seq int64, token string) {
 func (ts *tableState) seen() seen {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return seen{epoch: ts.epoch, seq: ts.seq, last: ts.last, gapFrom: ts.gapFrom, regressions: ts.regressions.Load()}
+	return seen{epoch: ts.epoch, seq: ts.seq, last: ts.last, checks: ts.checks, regressions: ts.regressions.Load()}
 }
 
 func (ts *tableState) isRetired(epoch string) bool {
@@ -167,12 +202,10 @@ func (ts *tableState) onMessage(m inval) {
 		case m.seq > ts.seq+1:
 			ts.gaps.Add(1)
 			flush = true
-			from := ts.gapFrom
-			if from.token == "" {
-				from = position{ts.seq, ts.last}
-			}
+			c := ts.checks
+			c.add(position{ts.seq, ts.last})
 			ts.follow(m.seq, m.token)
-			ts.gapFrom = from
+			ts.checks = c
 		case ts.knows(m.seq, m.token) || m.token == "":
 			// A duplicate (a message seen again across a resubscribe): its ids are dropped
 			// below, nothing else changes.
@@ -206,13 +239,17 @@ func (ts *tableState) onMessage(m inval) {
 
 // diverged reports whether r, read after b was seen, is not on the sequence the table
 // followed: behind b, at b's seq with another token, ahead of b on a ring of tokens that
-// does not pass through b (or through where the table was before a gap b had not checked),
-// or between b and now at a position never applied. Called with mu held.
+// does not pass through b (or through where the table was before each gap b had not
+// checked, or more gaps than it kept), or between b and now at a position never applied.
+// Called with mu held.
 func (ts *tableState) diverged(r record, b seen) bool {
 	if r.epoch != b.epoch || b.epoch == "" {
 		return false // an epoch change is handled as such
 	}
-	if g := b.gapFrom; g.token != "" {
+	if b.checks.lost {
+		return true
+	}
+	for _, g := range b.checks.at[:b.checks.n] {
 		// A gap since: the record must still pass through where the table was before it.
 		if t, ok := r.tokenAt(g.seq); r.seq < g.seq || ok && t != g.token {
 			return true
@@ -262,9 +299,7 @@ func (ts *tableState) behind(r record, b seen) bool {
 	if r.epoch != ts.epoch || r.seq > ts.seq || ts.diverged(r, b) {
 		return true
 	}
-	if ts.gapFrom == b.gapFrom {
-		ts.gapFrom = position{} // checked against this record: on the sequence, or beyond its ring
-	}
+	ts.checks.drop(b.checks) // checked against this record: on the sequence, or beyond its ring
 	return false
 }
 

@@ -83,3 +83,143 @@ func FuzzInvalSequence(f *testing.F) {
 		}
 	})
 }
+
+// seqServer is a coherence record as the write scripts keep it, with its history, so that it
+// can go back in time to any seq it held (a restore from a snapshot, a lagging replica
+// promoted): seq, the token of each write, the ring of the last 64.
+type seqServer struct {
+	seq    int64
+	tokens []string // tokens[s] made seq s; tokens[0] is ""
+	made   int      // tokens minted so far, so that no two writes share one
+}
+
+func (s *seqServer) write() inval {
+	s.made++
+	tok := "t" + strconv.Itoa(s.made)
+	prev := s.tokens[s.seq]
+	s.seq++
+	s.tokens = append(s.tokens[:s.seq], tok)
+	return inval{epoch: "E", seq: s.seq, prev: prev, token: tok, ids: []string{tok}}
+}
+
+func (s *seqServer) record() record {
+	r := record{exists: true, epoch: "E", seq: s.seq, last: s.tokens[s.seq]}
+	for q := max(s.seq-chainLen+1, 1); q <= s.seq; q++ {
+		r.ring[q%chainLen] = strconv.FormatInt(q, 10) + ":" + s.tokens[q]
+	}
+	return r
+}
+
+// FuzzReconcileModel drives a table's sequence follower and its reconcile against a model of
+// the server: writes whose messages arrive or are lost, records that go back in time, and
+// reconciles (seen, read the record, behind; the grace, in which every message in flight
+// arrives or is lost; verify), and holds it to the bound the cache documents. After each
+// reconcile: every write whose invalidation was lost, made before the record was read and
+// still in the record's history, was followed by a flush of L1; and when the record went back
+// below a write the table had applied, a regression was reported (the rows went back too, so
+// the table owes a whole-table invalidation).
+func FuzzReconcileModel(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 0, 2, 3, 0, 0, 4, 0, 3})
+	f.Add([]byte{0, 0, 0, 2, 5, 0, 0, 3, 0, 1, 3})
+	f.Add([]byte{0, 0, 0, 3, 4, 0, 0, 1, 0, 0, 3, 4, 2, 0, 3})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		core := &seqCore{}
+		var owed int
+		ts := &tableState{name: "t", core: core, own: "own", onRegression: func() { owed++ }}
+		ts.synced.Store(true)
+		ts.mu.Lock()
+		ts.adopt("E", 0, "")
+		ts.mu.Unlock()
+		srv := &seqServer{tokens: []string{""}}
+		var flight []inval         // published, not yet delivered or lost
+		lost := map[string]int64{} // token -> seq of each write whose message was lost, until a flush
+		applied := int64(0)        // the highest seq whose message the table applied
+		rolledUnder := false       // the record went back below a write the table had applied...
+		var underAt int64          // ...which was this one
+		deliver := func(m inval, keep bool) {
+			if !keep {
+				lost[m.token] = m.seq
+				return
+			}
+			before, reported := core.flushes, owed
+			ts.onMessage(m)
+			applied = max(applied, m.seq)
+			if core.flushes > before {
+				clear(lost)
+			}
+			if owed > reported {
+				rolledUnder = false
+			}
+		}
+		settle := func(keep byte) {
+			for i, m := range flight {
+				deliver(m, keep>>(i%8)&1 == 0)
+			}
+			flight = flight[:0]
+		}
+		for i := 0; i < len(ops); i++ {
+			switch op := ops[i]; op % 5 {
+			case 0, 1: // a write; its message in flight
+				flight = append(flight, srv.write())
+			case 2: // messages in flight arrive, or are lost (the next byte says which)
+				var keep byte
+				if i+1 < len(ops) {
+					i++
+					keep = ops[i]
+				}
+				settle(keep)
+			case 3: // a reconcile
+				var keep byte
+				if i+1 < len(ops) {
+					i++
+					keep = ops[i]
+				}
+				b := ts.seen()
+				r := srv.record()
+				regressions, flushes := owed, core.flushes
+				behind := ts.behind(r, b)
+				settle(keep) // the grace
+				if behind {
+					ts.verify(r, b)
+				}
+				if core.flushes > flushes {
+					clear(lost)
+				}
+				for tok, seq := range lost {
+					if seq <= r.seq && srv.seq >= seq && srv.tokens[seq] == tok {
+						t.Fatalf("op %d: the lost invalidation of write %d (%s) survived a reconcile of %+v from %+v", i, seq, tok, r, b)
+					}
+				}
+				// A record whose ring still reaches back to where the table was tells that it went
+				// back; one pushed further by writes whose messages were all lost shows only as a
+				// gap: a flush, and no whole-table invalidation.
+				switch {
+				case !rolledUnder:
+				case r.seq-underAt < chainLen && owed == regressions:
+					t.Fatalf("op %d: the record went back below seq %d the table applied, and the reconcile of %+v from %+v reported no regression", i, underAt, r, b)
+				case core.flushes == flushes && owed == regressions:
+					t.Fatalf("op %d: the record went back below seq %d the table applied, and the reconcile of %+v from %+v neither flushed nor reported", i, underAt, r, b)
+				}
+				rolledUnder = false
+			case 4: // the record goes back in time (the next byte: how far), messages in flight lost
+				back := int64(1)
+				if i+1 < len(ops) {
+					i++
+					back = int64(ops[i]%8) + 1
+				}
+				settle(0xff)
+				to := max(srv.seq-back, 0)
+				for tok, seq := range lost {
+					if seq > to {
+						delete(lost, tok) // gone with the record: no trace anyone can read
+					}
+				}
+				if applied > to && !rolledUnder {
+					rolledUnder, underAt = true, applied
+				}
+				srv.seq = to
+				applied = min(applied, to)
+			}
+		}
+	})
+}
