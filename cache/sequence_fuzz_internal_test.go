@@ -111,9 +111,10 @@ func (s *seqServer) record() record {
 }
 
 // FuzzReconcileModel drives a table's sequence follower and its reconcile against a model of
-// the server: writes whose messages arrive or are lost, records that go back in time, and
-// reconciles (seen, read the record, behind; the grace, in which every message in flight
-// arrives or is lost; verify), and holds it to the bound the cache documents. After each
+// the server: writes whose messages arrive or are lost (or arrive again), records that go back
+// in time, and reconciles (seen, writes meanwhile, read the record, behind; the grace, in
+// which every message in flight arrives or is lost; verify), and holds it to the bound the
+// cache documents. After each
 // reconcile: every write whose invalidation was lost, made before the record was read and
 // still in the record's history, was followed by a flush of L1; and when the record went back
 // below a write the table had applied, a regression was reported (the rows went back too, so
@@ -132,24 +133,30 @@ func FuzzReconcileModel(f *testing.F) {
 		ts.mu.Unlock()
 		srv := &seqServer{tokens: []string{""}}
 		var flight []inval         // published, not yet delivered or lost
+		var delivered []inval      // delivered, for a resubscribe to deliver again
 		lost := map[string]int64{} // token -> seq of each write whose message was lost, until a flush
 		applied := int64(0)        // the highest seq whose message the table applied
+		owedAt := 0                // owed at the end of the last reconcile: one reported since is sent by the next
 		rolledUnder := false       // the record went back below a write the table had applied...
 		var underAt int64          // ...which was this one
-		deliver := func(m inval, keep bool) {
-			if !keep {
-				lost[m.token] = m.seq
-				return
-			}
+		apply := func(m inval) {
 			before, reported := core.flushes, owed
 			ts.onMessage(m)
-			applied = max(applied, m.seq)
 			if core.flushes > before {
 				clear(lost)
 			}
 			if owed > reported {
 				rolledUnder = false
 			}
+		}
+		deliver := func(m inval, keep bool) {
+			if !keep {
+				lost[m.token] = m.seq
+				return
+			}
+			apply(m)
+			delivered = append(delivered, m)
+			applied = max(applied, m.seq)
 		}
 		settle := func(keep byte) {
 			for i, m := range flight {
@@ -159,7 +166,13 @@ func FuzzReconcileModel(f *testing.F) {
 		}
 		for i := 0; i < len(ops); i++ {
 			switch op := ops[i]; op % 5 {
-			case 0, 1: // a write; its message in flight
+			case 0: // a write; its message in flight
+				flight = append(flight, srv.write())
+			case 1: // a write, or (one time in four) a message delivered before arrives again
+				if op&0x60 == 0x60 && len(delivered) > 0 {
+					apply(delivered[int(op>>3)%len(delivered)])
+					break
+				}
 				flight = append(flight, srv.write())
 			case 2: // messages in flight arrive, or are lost (the next byte says which)
 				var keep byte
@@ -175,6 +188,9 @@ func FuzzReconcileModel(f *testing.F) {
 					keep = ops[i]
 				}
 				b := ts.seen()
+				for range keep >> 6 { // writes between the table's position and the record's read
+					flight = append(flight, srv.write())
+				}
 				r := srv.record()
 				regressions, flushes := owed, core.flushes
 				behind := ts.behind(r, b)
@@ -200,7 +216,7 @@ func FuzzReconcileModel(f *testing.F) {
 				case core.flushes == flushes && owed == regressions:
 					t.Fatalf("op %d: the record went back below seq %d the table applied, and the reconcile of %+v from %+v neither flushed nor reported", i, underAt, r, b)
 				}
-				rolledUnder = false
+				rolledUnder, owedAt = false, owed
 			case 4: // the record goes back in time (the next byte: how far), messages in flight lost
 				back := int64(1)
 				if i+1 < len(ops) {
@@ -214,7 +230,9 @@ func FuzzReconcileModel(f *testing.F) {
 						delete(lost, tok) // gone with the record: no trace anyone can read
 					}
 				}
-				if applied > to && !rolledUnder {
+				// A regression reported since the last reconcile makes the next one invalidate
+				// the whole table, after this: the rows that go back now are covered.
+				if applied > to && !rolledUnder && owed == owedAt {
 					rolledUnder, underAt = true, applied
 				}
 				srv.seq = to
