@@ -164,6 +164,21 @@ func FuzzReconcileModel(f *testing.F) {
 			}
 			flight = flight[:0]
 		}
+		// rollback takes the record back by back writes, losing the messages in flight, and
+		// says whether that went below a write the table had applied (and which).
+		rollback := func(back int64) (under bool, at int64) {
+			settle(0xff)
+			to := max(srv.seq-back, 0)
+			for tok, seq := range lost {
+				if seq > to {
+					delete(lost, tok) // gone with the record: no trace anyone can read
+				}
+			}
+			under, at = applied > to, applied
+			srv.seq = to
+			applied = min(applied, to)
+			return under, at
+		}
 		for i := 0; i < len(ops); i++ {
 			switch op := ops[i]; op % 5 {
 			case 0: // a write; its message in flight
@@ -194,6 +209,11 @@ func FuzzReconcileModel(f *testing.F) {
 				r := srv.record()
 				regressions, flushes := owed, core.flushes
 				behind := ts.behind(r, b)
+				var midUnder bool
+				var midAt int64
+				if keep&0x20 != 0 { // the record goes back after this reconcile read it
+					midUnder, midAt = rollback(int64(keep>>3)%4 + 1)
+				}
 				settle(keep) // the grace
 				if behind {
 					ts.verify(r, b)
@@ -217,26 +237,20 @@ func FuzzReconcileModel(f *testing.F) {
 					t.Fatalf("op %d: the record went back below seq %d the table applied, and the reconcile of %+v from %+v neither flushed nor reported", i, underAt, r, b)
 				}
 				rolledUnder, owedAt = false, owed
+				if midUnder && owed == regressions { // nothing this reconcile did covers it: the next must
+					rolledUnder, underAt = true, midAt
+				}
 			case 4: // the record goes back in time (the next byte: how far), messages in flight lost
 				back := int64(1)
 				if i+1 < len(ops) {
 					i++
 					back = int64(ops[i]%8) + 1
 				}
-				settle(0xff)
-				to := max(srv.seq-back, 0)
-				for tok, seq := range lost {
-					if seq > to {
-						delete(lost, tok) // gone with the record: no trace anyone can read
-					}
-				}
 				// A regression reported since the last reconcile makes the next one invalidate
 				// the whole table, after this: the rows that go back now are covered.
-				if applied > to && !rolledUnder && owed == owedAt {
-					rolledUnder, underAt = true, applied
+				if under, at := rollback(back); under && !rolledUnder && owed == owedAt {
+					rolledUnder, underAt = true, at
 				}
-				srv.seq = to
-				applied = min(applied, to)
 			}
 		}
 	})
