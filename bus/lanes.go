@@ -190,14 +190,16 @@ func parseLimits(v string) (l LaneLimits, paused bool, err error) {
 		return bad()
 	}
 	var n [5]int64
-	maxes := [5]int64{MaxLaneCap, MaxRateLimit, MaxRatePer.Milliseconds(), MaxRateBurst, MaxLaneWeight}
 	for i := range n {
 		if f[i] == "" {
 			continue
 		}
-		if n[i], err = strconv.ParseInt(f[i], 10, 64); err != nil || n[i] < 1 || n[i] > maxes[i] {
+		if n[i], err = strconv.ParseInt(f[i], 10, 64); err != nil || n[i] < 1 {
 			return bad()
 		}
+	}
+	if n[2] > MaxRatePer.Milliseconds() {
+		return bad() // before it becomes a Duration, which it would overflow
 	}
 	l = LaneLimits{Cap: int(n[0]), Rate: Rate{Limit: int(n[1]), Per: time.Duration(n[2]) * time.Millisecond, Burst: int(n[3])}, Weight: int(n[4])}
 	if l.validate("lane limits") != nil {
