@@ -225,12 +225,12 @@ func TestOverflow(t *testing.T) {
 		tp := newTopics(t, tg.Client, topic.Config{SubscribeBuffer: buffer})
 		name := valkeytest.TestName(t)
 
-		release := make(chan struct{})
+		stalled, release := make(chan struct{}), make(chan struct{})
 		rec := newRecorder()
 		var once sync.Once
 		sub, err := tp.Subscribe(ctx, []string{name}, func(e topic.Event) {
 			if e.Kind == topic.Message {
-				once.Do(func() { <-release }) // stall on the first message
+				once.Do(func() { close(stalled); <-release }) // stall on the first message
 			}
 			rec.handle(e)
 		})
@@ -242,9 +242,20 @@ func TestOverflow(t *testing.T) {
 			sub.Close()
 		}()
 
-		for i := range sent {
+		publish := func(i int) {
 			_, err := tp.Publish(ctx, name, []byte(strconv.Itoa(i)))
 			require.NoError(t, err)
+		}
+		// The first message must be in the handler before the rest arrive: were it still
+		// queued, it would take one of the buffer's places and the counts below would differ.
+		publish(0)
+		select {
+		case <-stalled:
+		case <-time.After(15 * time.Second):
+			t.Fatal("the first message never reached the handler")
+		}
+		for i := 1; i < sent; i++ {
+			publish(i)
 		}
 		// One message is in the stalled handler, `buffer` are queued, the rest dropped.
 		valkeytest.Eventually(t, 15*time.Second, "the drops to be recorded", func() bool {
