@@ -23,7 +23,9 @@ import (
 //   - a message with the next seq, chained to the token seen last, drops its ids from L1; a
 //     duplicate (a recent (seq, token) seen again) still drops them and changes nothing else;
 //   - a message whose seq jumps by more than one is a gap: messages were lost, so the table's
-//     L1 is flushed (all of it: which ids were lost is unknown);
+//     L1 is flushed (all of it: which ids were lost is unknown), and the table is reconciled
+//     at once, to check that the record did not go back in time before the writes that made
+//     the gap (see sequence.go);
 //   - a message that is neither (seq at or below the last one, or the next seq chained to
 //     another token) is a regression: the record went back in time (a restore from a
 //     snapshot, a lagging replica promoted); flush once and follow the new sequence, and
@@ -138,8 +140,8 @@ type tableState struct {
 	// time may show only as gaps (their messages lost too).
 	checks checks
 	// onRegression is called (without mu) when a message or a reconcile finds the record
-	// gone back in time; set once by add.
-	onRegression func()
+	// gone back in time; onGap when a message skips seqs. Both are set once by add.
+	onRegression, onGap func()
 
 	received, gaps, flushes, reconciles, regressions atomic.Int64
 	delayN, delaySum, delayMax                       atomic.Int64 // propagation, ns
@@ -177,6 +179,7 @@ func (co *coherence) add(decl tables.Table, core tableCore) *tableGroup {
 	for _, k := range decl.Shards {
 		ts := &tableState{name: g.name, keys: k, core: core, group: g, own: co.c.own}
 		ts.onRegression = func() { co.regressed(ts) }
+		ts.onGap = func() { co.check(ts) }
 		g.shards = append(g.shards, ts)
 	}
 	co.mu.Lock()
@@ -193,6 +196,13 @@ func (co *coherence) add(decl tables.Table, core tableCore) *tableGroup {
 // every process's L1) as soon as Valkey answers.
 func (co *coherence) regressed(ts *tableState) {
 	ts.core.oweAll()
+	co.check(ts)
+}
+
+// check has the background loop reconcile ts as soon as it can: after a gap, so that the
+// record is read while its ring still reaches where the table was before the gap (the ring
+// keeps the last 64 writes; a record pushed further cannot be told from one that went back).
+func (co *coherence) check(ts *tableState) {
 	co.mu.Lock()
 	co.pending[ts] = true
 	co.mu.Unlock()

@@ -139,6 +139,7 @@ func FuzzReconcileModel(f *testing.F) {
 		owedAt := 0                // owed at the end of the last reconcile: one reported since is sent by the next
 		rolledUnder := false       // the record went back below a write the table had applied...
 		var underAt int64          // ...which was this one
+		var flushedAt int          // core.flushes when it did
 		apply := func(m inval) {
 			before, reported := core.flushes, owed
 			ts.onMessage(m)
@@ -211,8 +212,10 @@ func FuzzReconcileModel(f *testing.F) {
 				behind := ts.behind(r, b)
 				var midUnder bool
 				var midAt int64
+				var midFlushes int
 				if keep&0x20 != 0 { // the record goes back after this reconcile read it
 					midUnder, midAt = rollback(int64(keep>>3)%4 + 1)
+					midFlushes = core.flushes
 				}
 				settle(keep) // the grace
 				if behind {
@@ -227,18 +230,19 @@ func FuzzReconcileModel(f *testing.F) {
 					}
 				}
 				// A record whose ring still reaches back to where the table was tells that it went
-				// back; one pushed further by writes whose messages were all lost shows only as a
-				// gap: a flush, and no whole-table invalidation.
+				// back; one pushed further (by writes whose messages were lost, or by more than
+				// the ring's writes before this reconcile read it) shows only as a gap: a flush
+				// since it went back, and no whole-table invalidation.
 				switch {
 				case !rolledUnder:
 				case r.seq-underAt < chainLen && owed == regressions:
 					t.Fatalf("op %d: the record went back below seq %d the table applied, and the reconcile of %+v from %+v reported no regression", i, underAt, r, b)
-				case core.flushes == flushes && owed == regressions:
-					t.Fatalf("op %d: the record went back below seq %d the table applied, and the reconcile of %+v from %+v neither flushed nor reported", i, underAt, r, b)
+				case core.flushes == flushedAt && owed == regressions:
+					t.Fatalf("op %d: the record went back below seq %d the table applied, and neither a flush since nor the reconcile of %+v from %+v told", i, underAt, r, b)
 				}
 				rolledUnder, owedAt = false, owed
 				if midUnder && owed == regressions { // nothing this reconcile did covers it: the next must
-					rolledUnder, underAt = true, midAt
+					rolledUnder, underAt, flushedAt = true, midAt, midFlushes
 				}
 			case 4: // the record goes back in time (the next byte: how far), messages in flight lost
 				back := int64(1)
@@ -249,7 +253,7 @@ func FuzzReconcileModel(f *testing.F) {
 				// A regression reported since the last reconcile makes the next one invalidate
 				// the whole table, after this: the rows that go back now are covered.
 				if under, at := rollback(back); under && !rolledUnder && owed == owedAt {
-					rolledUnder, underAt = true, at
+					rolledUnder, underAt, flushedAt = true, at, core.flushes
 				}
 			}
 		}
