@@ -70,7 +70,8 @@ type Config struct {
 	// OnInvalidation, when set, is called after each invalidation message has been applied
 	// to this cache's L1 (its ids dropped, or the table flushed), with the table's name and
 	// the ids the message named (none for a whole-table invalidation), this cache's own
-	// writes included. It runs on the subscriber's goroutine, which it holds up: it must
+	// writes included. It runs where the message is handled (the subscription's goroutine,
+	// or the reader of the connection the message arrived on), which it holds up: it must
 	// return quickly and not block. For metrics, and for waiting on propagation exactly (a
 	// benchmark that times it needs no polling). Default: nil.
 	OnInvalidation func(table string, ids []string)

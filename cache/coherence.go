@@ -154,7 +154,9 @@ type tableState struct {
 
 // newCoherence starts the subscriber and reconciler for c; cfg has its defaults filled in.
 func newCoherence(c *Cache, cfg Config) (*coherence, error) {
-	topics, err := topic.New(c.client, topic.Config{SubscribeBuffer: cfg.SubscribeBuffer})
+	// Direct delivery: the handler drops ids from L1 and returns; a message spared the
+	// hand-off to the subscription's goroutine reaches L1 sooner.
+	topics, err := topic.New(c.client, topic.Config{SubscribeBuffer: cfg.SubscribeBuffer, DirectDelivery: true})
 	if err != nil {
 		return nil, err
 	}
@@ -300,8 +302,10 @@ func (co *coherence) wake() {
 	}
 }
 
-// handle runs on the subscription's delivery goroutine, never on the connection's reader:
-// package topic queues events and reports an Overflow rather than block or drop silently.
+// handle runs on the subscription's delivery goroutine, or on the connection's reader when
+// nothing waits before the message (topic's direct delivery); one event at a time either way.
+// Package topic queues what arrives while it runs, and reports an Overflow rather than block
+// or drop silently.
 func (co *coherence) handle(ev topic.Event) {
 	switch ev.Kind {
 	case topic.Message:

@@ -22,6 +22,7 @@ func (q *eventQueue) drain(t *testing.T) []Event {
 	for q.queued() > 0 {
 		e, ok := q.pop()
 		require.True(t, ok)
+		q.done() // the handler returns at once
 		out = append(out, e)
 	}
 	return out
@@ -52,6 +53,7 @@ func TestControlEventsBounded(t *testing.T) {
 		flap(q, chans, i+2)
 	}
 	require.LessOrEqual(t, q.queued(), 3, "one message and at most two control events")
+	q.done() // the stalled handler returns
 
 	got := q.drain(t)
 	require.Len(t, got, 3)

@@ -14,7 +14,9 @@
 // Delivery is at most once: a message published while a subscriber is disconnected is lost,
 // and the subscriber is told, because a cache must then flush what those channels cover. A
 // subscription delivers [Event]s to its handler on a goroutine of its own, never on
-// valkey-go's reader, one at a time and in order per connection:
+// valkey-go's reader (unless [Config].DirectDelivery lets a message that finds nothing queued
+// and the handler free run it on the reader it arrived on), one at a time and in order per
+// connection:
 //
 //   - [Message]: a message arrived (Channel, Name, Payload);
 //   - [Subscribed]: after the first subscribe, and after resubscribes (Resubscribed,

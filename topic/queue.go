@@ -22,7 +22,11 @@ type eventQueue struct {
 	controls int // Subscribed and Disconnected events queued
 	limit    int
 	closed   bool
-	wake     chan struct{} // capacity 1: "something was pushed or the queue closed"
+	wake     chan struct{} // capacity 1: "something was pushed, the handler is free, or the queue closed"
+	// busy: the handler is running, on the delivery goroutine or (with direct delivery) on a
+	// reader that took an event from push; no other event is handed out meanwhile.
+	busy   bool
+	direct sync.WaitGroup // handlers running on a reader, for close to wait for
 }
 
 func newEventQueue(limit int) *eventQueue {
@@ -103,7 +107,43 @@ func (q *eventQueue) supersede(e Event) {
 	q.events = q.events[:w]
 }
 
-// pop waits for the next event; ok is false once the queue is closed.
+// takeIdle reports whether the caller may run the handler on e at once, on its own goroutine:
+// the queue is open and empty and the handler free (so every event before e was handled). It
+// then holds the handler until done.
+func (q *eventQueue) takeIdle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.busy || q.head < len(q.events) {
+		return false
+	}
+	q.busy = true
+	q.direct.Add(1)
+	return true
+}
+
+// doneDirect ends a handler run that takeIdle allowed: the delivery goroutine may hand out
+// what was queued meanwhile.
+func (q *eventQueue) doneDirect() {
+	q.done()
+	q.direct.Done()
+}
+
+// done frees the handler after an event.
+func (q *eventQueue) done() {
+	q.mu.Lock()
+	q.busy = false
+	queued := q.head < len(q.events)
+	q.mu.Unlock()
+	if queued {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pop waits for the next event and the handler to be free, and holds the handler until
+// done; ok is false once the queue is closed.
 func (q *eventQueue) pop() (Event, bool) {
 	for {
 		q.mu.Lock()
@@ -111,7 +151,8 @@ func (q *eventQueue) pop() (Event, bool) {
 			q.mu.Unlock()
 			return Event{}, false
 		}
-		if q.head < len(q.events) {
+		if q.head < len(q.events) && !q.busy {
+			q.busy = true
 			e := q.events[q.head]
 			q.events[q.head] = Event{}
 			q.head++
@@ -136,6 +177,7 @@ func (q *eventQueue) pop() (Event, bool) {
 	}
 }
 
+// close discards what is queued and returns once no handler runs on a reader.
 func (q *eventQueue) close() {
 	q.mu.Lock()
 	q.closed = true
@@ -145,4 +187,5 @@ func (q *eventQueue) close() {
 	case q.wake <- struct{}{}:
 	default:
 	}
+	q.direct.Wait()
 }

@@ -21,6 +21,7 @@ func TestQueueReleasesPayloads(t *testing.T) {
 	for range n {
 		e, ok := q.pop()
 		require.True(t, ok)
+		q.done()
 		require.Len(t, e.Payload, 16)
 	}
 	q.mu.Lock()

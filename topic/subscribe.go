@@ -83,14 +83,15 @@ type Event struct {
 
 // Subscription is a live subscription made by [Topics.Subscribe] or
 // [Topics.SubscribeChannels].
-// Its handler runs on one goroutine of its own, never on valkey-go's reader goroutine, one
-// event at a time, in order per connection.
+// Its handler runs on one goroutine of its own, never on valkey-go's reader goroutine (unless
+// [Config].DirectDelivery), one event at a time, in order per connection.
 type Subscription struct {
 	client   valkey.Client
 	channels []string
 	handle   func(Event)
 	queue    *eventQueue
 	stable   time.Duration // how long a connection stays up before its drop is retried at once
+	direct   bool          // Config.DirectDelivery
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -159,7 +160,7 @@ func (t *Topics) SubscribeChannels(ctx context.Context, channels []string, handl
 		groups = [][]string{channels}
 	}
 
-	s := &Subscription{client: t.client, channels: channels, handle: handle, queue: newEventQueue(t.cfg.SubscribeBuffer), stable: t.cfg.stable}
+	s := &Subscription{client: t.client, channels: channels, handle: handle, queue: newEventQueue(t.cfg.SubscribeBuffer), stable: t.cfg.stable, direct: t.cfg.DirectDelivery}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.loop.Add(1)
 	go s.deliver()
@@ -208,7 +209,20 @@ func (s *Subscription) deliver() {
 			return
 		}
 		s.handle(e)
+		s.queue.done()
 	}
+}
+
+// message delivers a message that arrived on a connection: on that connection's reader at
+// once when delivery is direct and nothing waits before it, else through the queue.
+func (s *Subscription) message(m valkey.PubSubMessage) {
+	e := Event{Kind: Message, Channel: m.Channel, Name: hashTag(m.Channel), Payload: []byte(m.Message)}
+	if s.direct && s.queue.takeIdle() {
+		s.handle(e)
+		s.queue.doneDirect()
+		return
+	}
+	s.queue.push(e)
 }
 
 // hold keeps one connection's channels subscribed until Close. ready receives the first
@@ -249,10 +263,7 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 			}
 		}
 		dc, release := s.client.Dedicate()
-		err := dc.Receive(valkey.WithOnSubscriptionHook(s.ctx, hook), dc.B().Ssubscribe().Channel(channels...).Build(),
-			func(m valkey.PubSubMessage) {
-				s.queue.push(Event{Kind: Message, Channel: m.Channel, Name: hashTag(m.Channel), Payload: []byte(m.Message)})
-			})
+		err := dc.Receive(valkey.WithOnSubscriptionHook(s.ctx, hook), dc.B().Ssubscribe().Channel(channels...).Build(), s.message)
 		release()
 		if s.ctx.Err() != nil {
 			return

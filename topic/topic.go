@@ -28,6 +28,14 @@ type Config struct {
 	// SubscribeBuffer is how many messages a subscription queues for its handler before it
 	// drops messages and reports an [Overflow]. Default 1024 ([DefaultSubscribeBuffer]).
 	SubscribeBuffer int
+	// DirectDelivery runs a subscription's handler on the reader goroutine of the connection
+	// a message arrived on, when no event waits before it and the handler is free, instead
+	// of on the subscription's own goroutine: one goroutine hand-off less per message, so
+	// messages reach the handler sooner. Events still reach the handler one at a time and in
+	// order per connection, and a message that arrives while the handler is busy is queued
+	// as without it. While the handler runs on a reader, that connection reads nothing more:
+	// set it only for a handler that returns at once and never blocks. Default false.
+	DirectDelivery bool
 
 	stable time.Duration // resubscribeStable unless a test sets it (export_test.go)
 }
