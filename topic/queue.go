@@ -107,9 +107,9 @@ func (q *eventQueue) supersede(e Event) {
 	q.events = q.events[:w]
 }
 
-// takeIdle reports whether the caller may run the handler on e at once, on its own goroutine:
-// the queue is open and empty and the handler free (so every event before e was handled). It
-// then holds the handler until done.
+// takeIdle reports whether the caller may run the handler at once, on its own goroutine, on
+// the event it holds: the queue is open and empty and the handler free, so every event before
+// it was handled. The caller then holds the handler until doneDirect.
 func (q *eventQueue) takeIdle() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
