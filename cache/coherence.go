@@ -135,6 +135,7 @@ type tableState struct {
 	last    string
 	recent  [recentLen]position
 	recentI int
+	runFrom int64 // the seq from which the pairs in recent were applied without a gap
 	// checks are the positions gaps left since a reconcile last checked them: a reconcile
 	// compares the record's ring with each, since new writes after a record went back in
 	// time may show only as gaps (their messages lost too).

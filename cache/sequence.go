@@ -19,7 +19,8 @@ import (
 //     pushed past such a position by writes whose messages were lost shows only as gaps; the
 //     position applied between two gaps is the only witness of a rollback to between them,
 //     as long as the record's ring reaches it);
-//   - a duplicate: a (seq, token) pair it applied recently; only its ids are dropped again;
+//   - a duplicate: a (seq, token) pair it applied recently, before a gap too (a token names
+//     one write); only its ids are dropped again;
 //   - a regression: the record went back in time (Valkey restored from a snapshot, or a
 //     replica that had not seen the last writes promoted), so the invalidations after the
 //     restored point are lost for ever: a seq at or below the last one that is not a
@@ -118,7 +119,8 @@ func (ts *tableState) applied(seq int64, token string) {
 	ts.recentI = (ts.recentI + 1) % recentLen
 }
 
-// knows reports whether (seq, token) was applied recently. Called with mu held.
+// knows reports whether (seq, token) was applied recently, before a gap or after it: a token
+// names one write, so a pair applied before is a duplicate. Called with mu held.
 func (ts *tableState) knows(seq int64, token string) bool {
 	for _, p := range ts.recent {
 		if p.seq == seq && p.token == token {
@@ -132,6 +134,15 @@ func (ts *tableState) knows(seq int64, token string) bool {
 func (ts *tableState) follow(seq int64, token string) {
 	ts.recent = [recentLen]position{}
 	ts.checks = checks{}
+	ts.runFrom = seq
+	ts.applied(seq, token)
+}
+
+// skip moves past a gap to (seq, token): the pairs applied before it stay known (a message
+// of theirs that comes again is a duplicate), but the run of pairs applied without a hole
+// starts again at seq. Called with mu held.
+func (ts *tableState) skip(seq int64, token string) {
+	ts.runFrom = seq
 	ts.applied(seq, token)
 }
 
@@ -203,10 +214,8 @@ func (ts *tableState) onMessage(m inval) {
 		case m.seq > ts.seq+1:
 			ts.gaps.Add(1)
 			flush, gap = true, true
-			c := ts.checks
-			c.add(position{ts.seq, ts.last})
-			ts.follow(m.seq, m.token)
-			ts.checks = c
+			ts.checks.add(position{ts.seq, ts.last})
+			ts.skip(m.seq, m.token)
 		case ts.knows(m.seq, m.token) || m.token == "":
 			// A duplicate (a message seen again across a resubscribe): its ids are dropped
 			// below, nothing else changes.
@@ -280,10 +289,11 @@ func (ts *tableState) diverged(r record, b seen) bool {
 	return r.seq <= ts.seq && ts.reaches(r.seq) && !ts.knows(r.seq, r.last)
 }
 
-// reaches reports whether the recent pairs go back to seq. Called with mu held.
+// reaches reports whether the recent pairs applied since the last gap go back to seq, every
+// seq between applied. Called with mu held.
 func (ts *tableState) reaches(seq int64) bool {
 	for _, p := range ts.recent {
-		if p.token != "" && p.seq <= seq {
+		if p.token != "" && p.seq <= seq && p.seq >= ts.runFrom {
 			return true
 		}
 	}
@@ -337,8 +347,13 @@ func (ts *tableState) verify(r record, b seen) {
 			flush, regressed = true, true
 			ts.follow(r.seq, r.last)
 		case r.seq > ts.seq:
+			// On the sequence, past messages that were lost: a gap found by the reconcile.
 			flush = true
-			ts.follow(r.seq, r.last)
+			ts.checks.drop(b.checks)
+			ts.skip(r.seq, r.last)
+		default:
+			// On the sequence, through every position b had to check: they are checked.
+			ts.checks.drop(b.checks)
 		}
 	case ts.isRetired(r.epoch):
 		// The table already moved on past this record (it was read before a newer message).

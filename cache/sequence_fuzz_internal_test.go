@@ -140,6 +140,17 @@ func FuzzReconcileModel(f *testing.F) {
 		rolledUnder := false       // the record went back below a write the table had applied...
 		var underAt int64          // ...which was this one
 		var flushedAt int          // core.flushes when it did
+		// alarms: a regression may be reported. Until the record goes back, a regression
+		// report is a false alarm (it costs a whole-table invalidation), unless the table's
+		// bounds make it one by design: a message seen again after more than recentLen others
+		// were applied, or more than maxChecks gaps before a reconcile.
+		alarms := false
+		gapsAt := int64(0) // ts.gaps when the last reconcile took its position (later gaps are checked by the next)
+		noAlarm := func(i int, what string) {
+			if !alarms && owed > 0 {
+				t.Fatalf("op %d: a regression was reported (%s) though the record never went back", i, what)
+			}
+		}
 		apply := func(m inval) {
 			before, reported := core.flushes, owed
 			ts.onMessage(m)
@@ -150,12 +161,17 @@ func FuzzReconcileModel(f *testing.F) {
 				rolledUnder = false
 			}
 		}
+		// known are the tokens of the pairs the table applied in turn (each message delivered
+		// the first time, each position a reconcile jumped to), oldest first: it keeps the last
+		// recentLen to tell a message seen again.
+		var known []string
 		deliver := func(m inval, keep bool) {
 			if !keep {
 				lost[m.token] = m.seq
 				return
 			}
 			apply(m)
+			known = append(known, m.token)
 			delivered = append(delivered, m)
 			applied = max(applied, m.seq)
 		}
@@ -176,6 +192,7 @@ func FuzzReconcileModel(f *testing.F) {
 				}
 			}
 			under, at = applied > to, applied
+			alarms = alarms || to < srv.seq
 			srv.seq = to
 			applied = min(applied, to)
 			return under, at
@@ -186,7 +203,10 @@ func FuzzReconcileModel(f *testing.F) {
 				flight = append(flight, srv.write())
 			case 1: // a write, or (one time in four) a message delivered before arrives again
 				if op&0x60 == 0x60 && len(delivered) > 0 {
-					apply(delivered[int(op>>3)%len(delivered)])
+					m := delivered[int(op>>3)%len(delivered)]
+					alarms = alarms || !slices.Contains(known[max(len(known)-recentLen, 0):], m.token) // beyond what the table keeps
+					apply(m)
+					noAlarm(i, "a message seen again")
 					break
 				}
 				flight = append(flight, srv.write())
@@ -197,6 +217,7 @@ func FuzzReconcileModel(f *testing.F) {
 					keep = ops[i]
 				}
 				settle(keep)
+				noAlarm(i, "messages")
 			case 3: // a reconcile
 				var keep byte
 				if i+1 < len(ops) {
@@ -204,6 +225,7 @@ func FuzzReconcileModel(f *testing.F) {
 					keep = ops[i]
 				}
 				b := ts.seen()
+				gapsB := ts.gaps.Load()
 				for range keep >> 6 { // writes between the table's position and the record's read
 					flight = append(flight, srv.write())
 				}
@@ -219,8 +241,15 @@ func FuzzReconcileModel(f *testing.F) {
 				}
 				settle(keep) // the grace
 				if behind {
+					before := ts.seen()
 					ts.verify(r, b)
+					if now := ts.seen(); now.seq != before.seq || now.last != before.last {
+						known = append(known, now.last)
+					}
 				}
+				alarms = alarms || ts.gaps.Load()-gapsAt > maxChecks
+				gapsAt = gapsB
+				noAlarm(i, "a reconcile")
 				if core.flushes > flushes {
 					clear(lost)
 				}
