@@ -134,8 +134,7 @@ func (ts *tableState) knows(seq int64, token string) bool {
 func (ts *tableState) follow(seq int64, token string) {
 	ts.recent = [recentLen]position{}
 	ts.checks = checks{}
-	ts.runFrom = seq
-	ts.applied(seq, token)
+	ts.skip(seq, token)
 }
 
 // skip moves past a gap to (seq, token): the pairs applied before it stay known (a message
