@@ -110,7 +110,7 @@
 // costs up to that, not one reconcile interval.
 // [Stats].Degraded, DegradedSince, DegradedLoads and BreakerOpens, and a log line on each
 // change, tell when a table was degraded and for how long. In the outage test (Valkey
-// SIGSTOPped 5 s under 12 readers) every Get was answered within two L2 timeouts plus the
+// SIGSTOPped 5 s under 8 readers) every Get was answered within two L2 timeouts plus the
 // loader's time, with the loader at most DegradedLoads deep, and the table left degraded
 // mode about 0.2 s after Valkey came back: which is why it is on by default. With it off,
 // reads fail with [ErrL2] ([ErrL2Unavailable] while the breaker is open). Degraded mode
