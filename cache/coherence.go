@@ -303,10 +303,12 @@ func (co *coherence) wake() {
 	}
 }
 
-// handle runs on the subscription's delivery goroutine, or on the connection's reader when
-// nothing waits before the message (topic's direct delivery); one event at a time either way.
-// Package topic queues what arrives while it runs, and reports an Overflow rather than block
-// or drop silently.
+// handle runs on the subscription's delivery goroutine, or on the goroutine that receives the
+// connection's messages when nothing waits before the message (topic's direct delivery); one
+// event at a time either way. Nothing is dropped silently while it runs: package topic queues
+// what arrives meanwhile and reports an Overflow when its buffer is full, or, while handle runs
+// directly, the messages wait in the connection, and a server that drops it for its output
+// limit causes a resubscribe, after which handle has the tables' records checked.
 func (co *coherence) handle(ev topic.Event) {
 	switch ev.Kind {
 	case topic.Message:

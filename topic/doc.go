@@ -15,8 +15,8 @@
 // and the subscriber is told, because a cache must then flush what those channels cover. A
 // subscription delivers [Event]s to its handler on a goroutine of its own, never on
 // valkey-go's reader (unless [Config].DirectDelivery lets a message that finds nothing queued
-// and the handler free run it on the reader it arrived on), one at a time and in order per
-// connection:
+// and the handler free run it on the goroutine that receives its connection's messages), one
+// at a time and in order per connection:
 //
 //   - [Message]: a message arrived (Channel, Name, Payload);
 //   - [Subscribed]: after the first subscribe, and after resubscribes (Resubscribed,

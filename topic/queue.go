@@ -24,9 +24,10 @@ type eventQueue struct {
 	closed   bool
 	wake     chan struct{} // capacity 1: "something was pushed, the handler is free, or the queue closed"
 	// busy: the handler is running, on the delivery goroutine or (with direct delivery) on a
-	// reader that took an event from push; no other event is handed out meanwhile.
+	// connection's receiving goroutine that took the handler by takeIdle; no other event is
+	// handed out meanwhile.
 	busy   bool
-	direct sync.WaitGroup // handlers running on a reader, for close to wait for
+	direct sync.WaitGroup // handlers running directly, for close to wait for
 }
 
 func newEventQueue(limit int) *eventQueue {
@@ -177,7 +178,7 @@ func (q *eventQueue) pop() (Event, bool) {
 	}
 }
 
-// close discards what is queued and returns once no handler runs on a reader.
+// close discards what is queued and returns once no handler runs directly.
 func (q *eventQueue) close() {
 	q.mu.Lock()
 	q.closed = true

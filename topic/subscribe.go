@@ -83,8 +83,9 @@ type Event struct {
 
 // Subscription is a live subscription made by [Topics.Subscribe] or
 // [Topics.SubscribeChannels].
-// Its handler runs on one goroutine of its own, never on valkey-go's reader goroutine (unless
-// [Config].DirectDelivery), one event at a time, in order per connection.
+// Its handler runs on one goroutine of its own, never on valkey-go's reader goroutine (with
+// [Config].DirectDelivery, sometimes on the goroutine that receives a connection's messages),
+// one event at a time, in order per connection.
 type Subscription struct {
 	client   valkey.Client
 	channels []string
@@ -213,16 +214,25 @@ func (s *Subscription) deliver() {
 	}
 }
 
-// message delivers a message that arrived on a connection: on that connection's reader at
-// once when delivery is direct and nothing waits before it, else through the queue.
+// message delivers a message that arrived on a connection. valkey-go calls it on the goroutine
+// that called Receive (hold's): it runs the handler there at once when delivery is direct and
+// nothing waits before the message, else it queues the message for deliver.
 func (s *Subscription) message(m valkey.PubSubMessage) {
 	e := Event{Kind: Message, Channel: m.Channel, Name: hashTag(m.Channel), Payload: []byte(m.Message)}
 	if s.direct && s.queue.takeIdle() {
+		defer s.queue.doneDirect() // deferred: a handler that ends its goroutine still frees it
 		s.handle(e)
-		s.queue.doneDirect()
 		return
 	}
 	s.queue.push(e)
+}
+
+// receive subscribes channels on a dedicated connection and runs until it ends; the
+// connection goes back to the client however receive returns.
+func (s *Subscription) receive(channels []string, hook func(valkey.PubSubSubscription)) error {
+	dc, release := s.client.Dedicate()
+	defer release()
+	return dc.Receive(valkey.WithOnSubscriptionHook(s.ctx, hook), dc.B().Ssubscribe().Channel(channels...).Build(), s.message)
 }
 
 // hold keeps one connection's channels subscribed until Close. ready receives the first
@@ -262,9 +272,7 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 				ready <- nil
 			}
 		}
-		dc, release := s.client.Dedicate()
-		err := dc.Receive(valkey.WithOnSubscriptionHook(s.ctx, hook), dc.B().Ssubscribe().Channel(channels...).Build(), s.message)
-		release()
+		err := s.receive(channels, hook)
 		if s.ctx.Err() != nil {
 			return
 		}

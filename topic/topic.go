@@ -28,13 +28,17 @@ type Config struct {
 	// SubscribeBuffer is how many messages a subscription queues for its handler before it
 	// drops messages and reports an [Overflow]. Default 1024 ([DefaultSubscribeBuffer]).
 	SubscribeBuffer int
-	// DirectDelivery runs a subscription's handler on the reader goroutine of the connection
-	// a message arrived on, when no event waits before it and the handler is free, instead
-	// of on the subscription's own goroutine: one goroutine hand-off less per message, so
-	// messages reach the handler sooner. Events still reach the handler one at a time and in
-	// order per connection, and a message that arrives while the handler is busy is queued
-	// as without it. While the handler runs on a reader, that connection reads nothing more:
-	// set it only for a handler that returns at once and never blocks. Default false.
+	// DirectDelivery runs a subscription's handler on the goroutine that receives the
+	// connection's messages from valkey-go, when no event waits before the message and the
+	// handler is free, instead of on the subscription's own delivery goroutine: one goroutine
+	// hand-off less per message, so messages reach the handler sooner. Events still reach the
+	// handler one at a time and in order per connection. A message that arrives while the
+	// handler runs on the delivery goroutine is queued as without the option; but while it
+	// runs directly, that connection's next messages are not queued: they wait in valkey-go's
+	// small buffer, then in the socket and the server's output buffer, so SubscribeBuffer and
+	// [Overflow] do not apply to them, and a handler slow enough for the server's pub/sub
+	// output limit has the connection dropped ([Disconnected], then a resubscribe). Set it
+	// only for a handler that returns at once and never blocks. Default false.
 	DirectDelivery bool
 
 	stable time.Duration // resubscribeStable unless a test sets it (export_test.go)
