@@ -37,8 +37,12 @@ import (
 //   - a resubscribe and every reconcile (each [Config].ReconcileInterval) read the records;
 //     a table whose record moved past what was seen gets a short grace for the messages in
 //     flight to arrive, and is flushed if they did not; a record behind what was seen, or at
-//     the same seq with another token, is a regression and flushes too. A record that
-//     vanished flushes the table. Nothing moved means no flush.
+//     the same seq with another token, is a regression and flushes too, and so is a record
+//     ahead of what was seen whose ring names another token where the table was before the
+//     read or is now, a record back in an epoch the table had left, and a record that
+//     vanished (its rows may have gone back with it; after a FLUSHALL the whole-table
+//     invalidation finds nothing). Writes a reconcile moves a table past stay known, so
+//     their messages, if they were only late, are duplicates. Nothing moved means no flush.
 //
 // So a lost message costs at most one reconcile interval of staleness, and a flush happens
 // only when something was missed.
@@ -50,7 +54,8 @@ const invalidateBatch = 256
 const flushScanCount = 1000
 
 // maxRetired bounds the epochs a table remembers as past, so late messages of an epoch it
-// left are not taken for a new one.
+// left are not taken for a new one (a record read back in such an epoch, after the table saw
+// a newer one, is a regression: see verify).
 const maxRetired = 4
 
 // coherence is a Cache's subscriber and reconciler.

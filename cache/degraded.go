@@ -19,7 +19,11 @@ import (
 // written to L2. The result is kept in L1 for at most min(L1TTL, DegradedL1TTL), since no
 // invalidation can be confirmed meanwhile. The table stays degraded (Stats.Degraded, a log
 // line when it enters and one when it leaves, with how long) until a reconcile has read its
-// coherence record again and flushed its L1 if the record moved.
+// coherence record again and flushed its L1 if the record moved, and has sent every
+// invalidation the table owes (writes refused during the outage, or a whole-table
+// invalidation after a regression): while it owes any, its reads skip L2 and go to the
+// loader even with Valkey answering, since an owed row may hold a value the database no
+// longer has. (With degraded mode off, such reads go to L2 as usual.)
 //
 // L1 entries taken before the outage are not dropped when it begins: a degraded table still
 // serves them, until their own deadline (min(L1TTL, the row's remaining PTTL)). No reconcile
@@ -32,6 +36,10 @@ import (
 // ErrDegradedBusy is wrapped by a degraded read that found every degraded-load slot of its
 // table taken for longer than the table's L2Timeout.
 var ErrDegradedBusy = errors.New("cache: degraded loads busy")
+
+// errOwing is why a table that owes invalidations reads from its loader (degradedGet's
+// cause, for the log line).
+var errOwing = errors.New("cache: the table owes invalidations that have not reached Valkey yet")
 
 // degrades reports whether err, from L2 on a read of a caller whose context is still live,
 // sends the read to the loader.

@@ -63,8 +63,9 @@
 // that went back in time (Valkey restored from a snapshot, a lagging replica promoted: the
 // record's ring of recent tokens tells it even once new writes pushed the sequence past
 // where it was, and a gap has the table reconciled at once, while that ring still reaches
-// where the table was before it); the rows went back with it, so that table's rows are
-// invalidated too (as by InvalidateAll).
+// where the table was before it, and a record back in an epoch the table had left, or gone,
+// counts too); the rows went back with it, so that table's rows are invalidated too (as by
+// InvalidateAll).
 // Nothing missed, no flush; a lost message costs at most one reconcile interval while Valkey
 // answers (during an outage, no reconcile can tell: see degraded mode below). Until a table's
 // subscription is confirmed its L1 takes nothing.
@@ -134,8 +135,9 @@
 // meets an open breaker, then it fails at once) returns its error, and the table also
 // remembers the ids, up to tables.Spec.MaxPendingInvalidations (default 10,000; past it, a
 // whole-table invalidation is owed instead); the first reconcile that finds Valkey
-// answering sends them, before reads return to L2, so other processes drop values the
-// database no longer has ([Stats].PendingInvalidations).
+// answering sends them, so other processes drop values the database no longer has
+// ([Stats].PendingInvalidations). Until they are sent, the table stays degraded and its
+// reads skip L2 for the loader (with degraded mode on), since an owed row may be stale.
 //
 // Stale-on-error (opt-in, tables.Spec.StaleOnError): when L2 or the loader fails, a Get
 // answers the id's last L1 value if it was read at most StaleOnError ago, counted in

@@ -90,6 +90,9 @@ func (t *Table[K, V]) getMissing(ctx context.Context, rest []K, out map[K]V) err
 	for i, id := range rest {
 		gens[i] = t.gens.read(stripeOf(id, t.ops))
 	}
+	if t.pending.owing.Load() && t.spec.DegradedEnabled() {
+		return t.degradedMany(ctx, rest, out, errOwing)
+	}
 	if !t.c.brk.allow() {
 		if t.spec.DegradedEnabled() {
 			return t.degradedMany(ctx, rest, out, ErrL2Unavailable)

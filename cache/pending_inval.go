@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Writes during an outage. A Set, Invalidate or InvalidateAll that cannot reach Valkey
@@ -32,6 +33,14 @@ type pendingInvals struct {
 	// gen grows whenever something comes to be owed, so that an InvalidateAll drops only
 	// what was owed before its walk began (dropAt).
 	gen uint64
+	// owing is whether anything is owed or being sent (count != 0), for the read path to
+	// test without the lock: a table that owes reads no L2 row (see Table.get).
+	owing atomic.Bool
+}
+
+// note updates owing. Called with mu held.
+func (p *pendingInvals) note() {
+	p.owing.Store(p.all || p.inflight != 0 || len(p.ids) > 0)
 }
 
 // flushPos is how far a whole-table invalidation got: the shard it was walking and where its
@@ -50,6 +59,7 @@ func (f flushPos) start() bool {
 func (p *pendingInvals) add(ids ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.note()
 	p.addLocked(ids)
 }
 
@@ -75,6 +85,7 @@ func (p *pendingInvals) addLocked(ids []string) {
 func (p *pendingInvals) done(ids ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.note()
 	for _, id := range ids {
 		delete(p.ids, id)
 	}
@@ -85,6 +96,7 @@ func (p *pendingInvals) addAll() {
 	p.mu.Lock()
 	p.all, p.ids, p.from = true, nil, flushPos{}
 	p.gen++
+	p.note()
 	p.mu.Unlock()
 }
 
@@ -93,6 +105,7 @@ func (p *pendingInvals) addAll() {
 func (p *pendingInvals) resume(from flushPos, ids []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.note()
 	if !p.all || !p.from.start() {
 		p.all, p.from = true, from
 	}
@@ -106,6 +119,7 @@ func (p *pendingInvals) resume(from flushPos, ids []string) {
 func (p *pendingInvals) take() (ids []string, all bool, from flushPos) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.note()
 	for id := range p.ids {
 		ids = append(ids, id)
 	}
@@ -121,6 +135,7 @@ func (p *pendingInvals) take() (ids []string, all bool, from flushPos) {
 func (p *pendingInvals) settle(back ...string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.note()
 	p.inflight = 0
 	p.addLocked(back)
 }
@@ -138,6 +153,7 @@ func (p *pendingInvals) generation() uint64 {
 func (p *pendingInvals) dropAt(g uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.note()
 	if p.gen == g {
 		p.ids, p.all, p.from = nil, false, flushPos{}
 	}

@@ -114,7 +114,9 @@ func (co *coherence) reconcile(tss []*tableState) {
 	co.c.brk.close()
 	defer func() {
 		for _, g := range groups {
-			g.leaveDegraded(co.c.log)
+			if g.shards[0].core.pendingCount() == 0 { // a table that still owes stays degraded
+				g.leaveDegraded(co.c.log)
+			}
 		}
 	}()
 	var moved []int

@@ -112,11 +112,27 @@ func parseInval(p []byte) (inval, bool) {
 // applied records (seq, token) as the table's position. Called with mu held.
 func (ts *tableState) applied(seq int64, token string) {
 	ts.seq, ts.last = seq, token
+	ts.remember(seq, token)
+}
+
+// remember keeps (seq, token) among the recent pairs, for knows. Called with mu held.
+func (ts *tableState) remember(seq int64, token string) {
 	if token == "" {
 		return
 	}
 	ts.recent[ts.recentI] = position{seq, token}
 	ts.recentI = (ts.recentI + 1) % recentLen
+}
+
+// learn remembers the pairs of r's ring after seq after, up to r's own: the writes a
+// reconcile moved the table past, whose messages may still come (a slow subscriber) and are
+// then duplicates, not a regression. Called with mu held.
+func (ts *tableState) learn(r record, after int64) {
+	for s := max(after+1, r.seq-chainLen+1); s < r.seq; s++ {
+		if t, ok := r.tokenAt(s); ok {
+			ts.remember(s, t)
+		}
+	}
 }
 
 // knows reports whether (seq, token) was applied recently, before a gap or after it: a token
@@ -163,6 +179,8 @@ func (ts *tableState) isRetired(epoch string) bool {
 
 // adopt makes (epoch, seq, token) the seen state, retiring the old epoch. Called with mu held.
 func (ts *tableState) adopt(epoch string, seq int64, token string) {
+	// An epoch adopted again (a record that went back to it) is no longer a past one.
+	ts.retired = slices.DeleteFunc(ts.retired, func(e string) bool { return e == epoch })
 	if ts.epoch != "" && ts.epoch != epoch {
 		ts.retired = append(ts.retired, ts.epoch)
 		if len(ts.retired) > maxRetired {
@@ -281,6 +299,13 @@ func (ts *tableState) diverged(r record, b seen) bool {
 		// here (the messages that would have told were lost too).
 		return true
 	}
+	if r.seq > ts.seq && ts.seq > b.seq && ts.epoch == r.epoch && ts.last != "" {
+		// Messages applied since b took the table to a position the record, ahead of it, must
+		// pass through too: a record that went back below a write the table applied since b
+		// and was pushed past it by writes whose messages were lost names another token there.
+		t, ok := r.tokenAt(ts.seq)
+		return ok && t != ts.last
+	}
 	// Applied since b, if the recent pairs still reach back to r.seq. More than recentLen
 	// messages applied while the record was read and the grace ran (a busy table, a slow
 	// read) leave nothing to compare it with; each of those messages was checked against the
@@ -333,7 +358,12 @@ func (ts *tableState) verify(r record, b seen) {
 		}
 	case !r.exists:
 		if ts.epoch != "" {
-			flush = true // the record vanished: data loss on the server
+			// The record vanished: data loss on the server (a FLUSHALL, an eviction), or a
+			// restore from a snapshot taken before the table's first write, with its rows as
+			// they were then: rows a lost invalidation had deleted may be back, so it is a
+			// regression (after a FLUSHALL the whole-table invalidation finds nothing to delete).
+			ts.regressions.Add(1)
+			flush, regressed = true, true
 			ts.adopt("", 0, "")
 		}
 	case r.epoch == ts.epoch:
@@ -345,17 +375,28 @@ func (ts *tableState) verify(r record, b seen) {
 			ts.regressions.Add(1)
 			flush, regressed = true, true
 			ts.follow(r.seq, r.last)
+			ts.learn(r, 0)
 		case r.seq > ts.seq:
-			// On the sequence, past messages that were lost: a gap found by the reconcile.
+			// On the sequence, past messages that were lost or are late: a gap found by the
+			// reconcile. The writes it moves past stay known, for their late messages.
 			flush = true
 			ts.checks.drop(b.checks)
+			ts.learn(r, ts.seq)
 			ts.skip(r.seq, r.last)
 		default:
 			// On the sequence, through every position b had to check: they are checked.
 			ts.checks.drop(b.checks)
 		}
-	case ts.isRetired(r.epoch):
+	case ts.isRetired(r.epoch) && r.epoch == b.epoch:
 		// The table already moved on past this record (it was read before a newer message).
+	case ts.isRetired(r.epoch):
+		// The record is back in an epoch the table had left before b was seen: it went back
+		// to before a whole-table invalidation (a snapshot, or a replica that missed it), and
+		// its rows with it. A regression; the epoch is followed again.
+		ts.regressions.Add(1)
+		flush, regressed = true, true
+		ts.adopt(r.epoch, r.seq, r.last)
+		ts.learn(r, 0)
 	default:
 		flush = true
 		ts.adopt(r.epoch, r.seq, r.last)

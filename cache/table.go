@@ -304,6 +304,9 @@ func (t *Table[K, V]) get(ctx context.Context, id K) (V, Tier, error) {
 	if t.c.isClosed() {
 		return zero, TierNone, ErrClosed
 	}
+	if t.pending.owing.Load() && t.spec.DegradedEnabled() {
+		return t.degradedGet(ctx, id, idStr, errOwing)
+	}
 	if !t.c.brk.allow() {
 		if t.spec.DegradedEnabled() {
 			return t.degradedGet(ctx, id, idStr, ErrL2Unavailable)
