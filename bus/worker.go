@@ -19,7 +19,9 @@ import (
 // previous is answered, and replies are applied in the order their round trips were sent.
 // A job cancelled while it is held ([Bus.Cancel]) has its handler's context cancelled at the
 // next heartbeat (cause [ErrCancelled]), or never starts when it still waits in the prefetch
-// buffer, and goes to dead. Idle, it blocks on the queue's wake list and wakes at the earliest
+// buffer, and goes to dead, unless its handler returned nil (then it is retired); a handler
+// that returned a Snooze or RateLimited before a heartbeat told sends it to dead too, a round
+// trip later (the server refuses to snooze a cancelled job). Idle, it blocks on the queue's wake list and wakes at the earliest
 // scheduled run-at, one that another process's enqueue moved earlier included (the "s"
 // marker); it never polls on a fixed sleep. It reaps and promotes its queue on a timer. See
 // the package doc for a complete flow.
@@ -37,6 +39,7 @@ type Worker struct {
 	// Set by Start.
 	wake        chan string   // the blocker's answers: the marker popped (wakeWork after an error), "" for a timeout
 	blockReq    chan struct{} // the loop asks the blocker to block once
+	given       chan string   // markers the loop gives back to the wake list (giveBack)
 	stop        chan struct{} // closed by Close: stop claiming, drain
 	hard        chan struct{} // closed when Close's deadline passed: cancel the handlers
 	done        chan struct{} // closed when every goroutine of the worker has ended
@@ -161,6 +164,7 @@ func (w *Worker) Start() error {
 	w.tripTimeout = w.tripBound()
 	w.wake = make(chan string, 1)
 	w.blockReq = make(chan struct{}, 1)
+	w.given = make(chan string, 1)
 	w.stop = make(chan struct{})
 	w.hard = make(chan struct{})
 	w.done = make(chan struct{})

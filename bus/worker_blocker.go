@@ -20,6 +20,33 @@ const (
 	wakeSchedule = "s"
 )
 
+// giveBack hands a marker the worker popped but has no room to act on back to the blocker,
+// which pushes it to the wake list again for an idle worker. The loop calls it only after the
+// blocker answered, so at most one marker waits; another would be dropped (a marker is a hint).
+func (w *Worker) giveBack(marker string) {
+	select {
+	case w.given <- marker:
+	default:
+	}
+}
+
+// pushBack pushes marker to the head of the wake list as the scripts push one (LPUSH, then
+// LTRIM to 16; FORMAT wake), bounded by blockSlack; a failure is logged and the marker lost:
+// the idle workers' wake timeout covers it.
+func (w *Worker) pushBack(marker string) {
+	ctx, cancel := context.WithTimeout(w.blockCtx, blockSlack)
+	defer cancel()
+	c := w.b.client
+	for _, r := range c.DoMulti(ctx, c.B().Lpush().Key(w.q.Wake()).Element(marker).Build(), c.B().Ltrim().Key(w.q.Wake()).Start(0).Stop(15).Build()) {
+		if err := r.Error(); err != nil {
+			if w.blockCtx.Err() == nil {
+				w.log.Error("bus: worker: giving a wake marker back", "err", err)
+			}
+			return
+		}
+	}
+}
+
 // blocker blocks on the wake list when the loop asks, and answers on w.wake with the marker it
 // popped: "" for a timeout, wakeWork after an error (the loop then claims, which finds out).
 func (w *Worker) blocker() {
@@ -32,6 +59,9 @@ func (w *Worker) blocker() {
 	for {
 		select {
 		case <-w.blockReq:
+		case marker := <-w.given:
+			w.pushBack(marker)
+			continue
 		case <-w.blockCtx.Done():
 			return
 		}

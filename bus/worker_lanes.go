@@ -158,5 +158,5 @@ func (l *loop) armLane(d time.Duration) {
 // laneFired takes the lane timer: claim, a held-back lane may give work now.
 func (l *loop) laneFired() {
 	l.laneAt = time.Time{}
-	l.hungry = true
+	l.feed()
 }

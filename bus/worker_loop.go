@@ -60,6 +60,7 @@ type loop struct {
 
 	lanes        bool          // the queue keeps lane state: claims go to laneclaim (worker_lanes.go)
 	hungry       bool          // claim when slots are free: the last claim came back full, or a wake came
+	fed          uint64        // how many times a wake or a timer made the loop hungry (feed)
 	streaming    bool          // the last claim came back full: no need to read the schedule
 	dueCheck     bool          // read the schedule's head at the next round trip
 	blocking     bool          // a block request is outstanding
@@ -226,6 +227,7 @@ func (l *loop) trySend() bool {
 		return false
 	}
 	l.claiming += rt.claim
+	rt.fed = l.fed
 	l.trips = append(l.trips, rt)
 	l.w.stats.roundTrips.Add(1)
 	l.sends <- rt // capacity maxInFlight, and at most maxInFlight are in flight: never blocks
@@ -273,6 +275,15 @@ func (l *loop) drained() bool {
 	return l.draining && l.busy == 0 && len(l.outcomes) == 0 && len(l.trips) == 0
 }
 
+// feed makes the loop hungry for an event from outside its round trips (a wake, a timer). A
+// claim in flight was sent before it and cannot have seen the work it announces, so that
+// claim's reply leaves the loop hungry (apply): its wake marker is spent, and the loop would
+// else block past the work until the wake timeout.
+func (l *loop) feed() {
+	l.hungry = true
+	l.fed++
+}
+
 // block asks the blocker to wait on the wake list when the loop is idle with room for jobs
 // and no claim in flight.
 func (l *loop) block() {
@@ -292,7 +303,13 @@ func (l *loop) wait() {
 		rt.arrived = true
 	case marker := <-l.w.wake:
 		l.blocking = false
-		l.hungry = true
+		l.feed()
+		if marker != "" && l.capacity()-l.busy-l.claiming <= 0 {
+			// A block that was outstanding when a timer's claim filled the worker popped it:
+			// give it back for an idle worker of the queue (FORMAT wake), which would else
+			// sleep through it.
+			l.w.giveBack(marker)
+		}
 		if marker == "" || marker == wakeSchedule {
 			// A timeout, or an enqueue moved the schedule's head earlier: read it again, so
 			// the due timer fires at the new run-at.
@@ -302,7 +319,7 @@ func (l *loop) wait() {
 		l.laneFired()
 	case <-l.dueTimer.C:
 		l.dueAt = time.Time{}
-		l.hungry = true
+		l.feed()
 		l.dueCheck = true
 	case <-l.beatTimer.C:
 		l.beatFired()

@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -105,9 +106,13 @@ func (l *loop) snoozeStep(r *inflight, delay time.Duration, typ JobEventType) st
 	}}
 }
 
-// settle reads the reply of a fail or snooze of r. A transient error queues r to be sent
-// again (retry); otherwise r leaves the held set and a refusal (EMQSTALE and the like) is
-// reported, and ok says the outcome was accepted.
+// settle reads the reply of a fail, snooze or ratelimited of r. A transient error queues r to
+// be sent again (retry); otherwise r leaves the held set and a refusal (EMQSTALE and the like)
+// is reported, and ok says the outcome was accepted. A snooze or ratelimited refused because
+// the job is not active may have met a job cancelled while its handler ran, before a
+// heartbeat told (FORMAT cancel: both refuse a cancelling job): r is queued again as
+// cancelled, and its fail, fenced by the same token, sends it to dead if so, or is refused
+// in turn if the job is no longer this worker's.
 func (l *loop) settle(r *inflight, op string, res result) (out Outcome, ok, retry bool) {
 	w := l.w
 	out, err := outcome(op, call{op, w.q.Name(), r.job.ID, r.job.Token}, res.msg, res.err)
@@ -115,6 +120,13 @@ func (l *loop) settle(r *inflight, op string, res result) (out Outcome, ok, retr
 		w.log.Error("bus: worker: "+op, "job", r.job.ID, "err", err)
 		l.resend = append(l.resend, r)
 		return out, false, true
+	}
+	var stale *StaleError
+	if op != "fail" && !r.cancelled && errors.As(err, &stale) && stale.Reason == NotActive {
+		r.cancelled = true
+		r.err = fmt.Errorf("%w: job %s: its %s was refused as not active", ErrCancelled, r.job.ID, op)
+		l.resend = append(l.resend, r) // still held: not a failed round trip
+		return out, false, false
 	}
 	delete(l.held, r)
 	if err != nil {

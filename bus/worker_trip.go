@@ -16,6 +16,7 @@ type roundTrip struct {
 	steps   []step
 	sending []*inflight // the outcomes it carries
 	claim   int         // jobs its claim asks for
+	fed     uint64      // loop.fed when it was sent
 	beat    bool        // it carries the heartbeat's extends
 	ack     *Ack
 	// handBackBy is set on a round trip built after Close's deadline passed: every such trip
@@ -106,6 +107,9 @@ func (l *loop) apply(rt *roundTrip) {
 		}
 	}
 	l.unacked = nil
+	if rt.claim > 0 && rt.fed != l.fed {
+		l.hungry = true // a wake or a timer came while its claim was in flight (feed)
+	}
 	l.outcomes = append(l.resend, l.outcomes...)
 	l.resend = nil
 	if ok {

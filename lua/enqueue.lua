@@ -65,9 +65,11 @@
 --          (meta field paused is not "1"), as LPUSH wake <marker>, then LTRIM wake 0 15. Idle
 --          workers block on the list (BLPOP wake <timeout>): on "1" they claim; on "s" they
 --          read the schedule's head again (the due script) to wake at its run-at, and claim
---          (claim promotes due jobs first); a value they do not know they take as "1". A marker
---          is a hint, never a job: a worker that times out claims and reads the schedule's head
---          all the same.
+--          (claim promotes due jobs first); a value they do not know they take as "1". A worker
+--          that pops a marker while it has no room for a job (its block was still waiting when
+--          a claim filled it) pushes the marker back the same way, for an idle worker, even on
+--          a queue paused since. A marker is a hint, never a job: a worker that times out claims
+--          and reads the schedule's head all the same.
 -- FORMAT   lanes    see laneclaim.lua
 -- REPLY    {{id, created}, ...}: one pair per job, in order. created is 1 when the job was
 --          added (id is its own); 0 when its key's guard already named a job, or an earlier
