@@ -39,10 +39,10 @@ import (
 //     flight to arrive, and is flushed if they did not; a record behind what was seen, or at
 //     the same seq with another token, is a regression and flushes too, and so is a record
 //     ahead of what was seen whose ring names another token where the table was before the
-//     read or is now, a record back in an epoch the table had left, and a record that
-//     vanished (its rows may have gone back with it; after a FLUSHALL the whole-table
-//     invalidation finds nothing). Writes a reconcile moves a table past stay known, so
-//     their messages, if they were only late, are duplicates. Nothing moved means no flush.
+//     read or is now, and a record back in an epoch the table had left. A record that
+//     vanished (FLUSHALL, a restart without persistence: the rows went with it) flushes the
+//     table. Writes a reconcile moves a table past stay known, so their messages, if they
+//     were only late, are duplicates. Nothing moved means no flush.
 //
 // So a lost message costs at most one reconcile interval of staleness, and a flush happens
 // only when something was missed.

@@ -63,8 +63,8 @@
 // that went back in time (Valkey restored from a snapshot, a lagging replica promoted: the
 // record's ring of recent tokens tells it even once new writes pushed the sequence past
 // where it was, and a gap has the table reconciled at once, while that ring still reaches
-// where the table was before it, and a record back in an epoch the table had left, or gone,
-// counts too); the rows went back with it, so that table's rows are invalidated too (as by
+// where the table was before it, and a record back in an epoch the table had left counts
+// too); the rows went back with it, so that table's rows are invalidated too (as by
 // InvalidateAll).
 // Nothing missed, no flush; a lost message costs at most one reconcile interval while Valkey
 // answers (during an outage, no reconcile can tell: see degraded mode below). Until a table's

@@ -124,46 +124,6 @@ func TestRestoreBeforeInvalidateAll(t *testing.T) {
 	}
 }
 
-// TestRestoreBeforeRecord: the snapshot is from before the table's first write: the row k
-// was filled (loader 1) and no record existed. Then the database changes (loader 2) and
-// Invalidate(k) deletes the row and makes the record. The restore brings back the row k = 1
-// and no record: a vanished record is a regression too (the rows may have gone back with it),
-// so the reader's table invalidates its rows and reads the loader's 2.
-func TestRestoreBeforeRecord(t *testing.T) {
-	const interval = 200 * time.Millisecond
-	srv := valkeytest.Shared(t)
-	cfg := Config{ReconcileInterval: interval, Logger: slog.New(slog.DiscardHandler)}
-	ca, err := New(srv.Client(t), cfg)
-	require.NoError(t, err)
-	t.Cleanup(ca.Close)
-	cb, err := New(srv.Client(t), cfg)
-	require.NoError(t, err)
-	t.Cleanup(cb.Close)
-	var truth atomic.Int64
-	truth.Store(1)
-	load := func(context.Context, string) (int, error) { return int(truth.Load()), nil }
-	spec := tables.Spec{Name: restoreName(t), DegradedLoads: tables.Off, L2Timeout: 10 * time.Second}
-	a, err := NewTable(ca, spec, load, nil)
-	require.NoError(t, err)
-	b, err := NewTable(cb, spec, load, nil)
-	require.NoError(t, err)
-	p := &restorePair{a: a, b: b, admin: srv.Client(t)}
-	ctx := context.Background()
-	v, err := a.Get(ctx, "k") // filled: row k = 1, no record
-	require.NoError(t, err)
-	require.Equal(t, 1, v)
-	restore := p.dump(t, p.recordKey(), p.rowKey(t, "k"))
-	truth.Store(2)
-	require.NoError(t, a.Invalidate(ctx, "k"))
-	valkeytest.Eventually(t, 10*time.Second, "b receives it", func() bool { return b.Stats().InvalidationsReceived == 1 })
-	restore()
-	time.Sleep(5 * interval)
-	v, err = b.Get(ctx, "k")
-	require.NoError(t, err)
-	st := b.Stats()
-	t.Logf("reader: k=%d regressions=%d flushes=%d reconciles=%d", v, st.Regressions, st.Flushes, st.Reconciles)
-	require.Equal(t, 2, v, "the reader serves the row the restore brought back, 5 intervals after it")
-}
 
 // msgGate is a reader's message hook for one table: pass-through until blocked; while
 // blocked the handler waits (a slow subscriber: later messages queue behind it); once
