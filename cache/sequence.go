@@ -286,6 +286,19 @@ func (ts *tableState) diverged(r record, b seen) bool {
 			return true
 		}
 	}
+	if ts.epoch == r.epoch && ts.seq > b.seq && ts.last != "" && r.last != "" {
+		// Messages applied since b took the table to a position the record must pass through
+		// too: one at or ahead of it that names another token there went back below a write
+		// the table applied since b (and was pushed on by writes whose messages were lost);
+		// one behind it must be at a pair the table applied (see the end).
+		if r.seq >= ts.seq {
+			if t, ok := r.tokenAt(ts.seq); ok && t != ts.last {
+				return true
+			}
+		} else if ts.reaches(r.seq) && !ts.knows(r.seq, r.last) {
+			return true
+		}
+	}
 	switch {
 	case r.seq < b.seq:
 		return true
@@ -298,13 +311,6 @@ func (ts *tableState) diverged(r record, b seen) bool {
 		// The record moved past b, but not from b: it went back and new writes brought it
 		// here (the messages that would have told were lost too).
 		return true
-	}
-	if r.seq > ts.seq && ts.seq > b.seq && ts.epoch == r.epoch && ts.last != "" {
-		// Messages applied since b took the table to a position the record, ahead of it, must
-		// pass through too: a record that went back below a write the table applied since b
-		// and was pushed past it by writes whose messages were lost names another token there.
-		t, ok := r.tokenAt(ts.seq)
-		return ok && t != ts.last
 	}
 	// Applied since b, if the recent pairs still reach back to r.seq. More than recentLen
 	// messages applied while the record was read and the grace ran (a busy table, a slow
@@ -369,11 +375,14 @@ func (ts *tableState) verify(r record, b seen) {
 			ts.adopt("", 0, "")
 		}
 	case r.epoch == ts.epoch:
+		if ts.regressions.Load() != b.regressions {
+			// A message saw a regression after b, flushed, and the table follows the new
+			// sequence from it: the record is settled against where the table is now (writes
+			// after that message may have been lost too).
+			b = seen{epoch: ts.epoch, seq: ts.seq, last: ts.last, regressions: ts.regressions.Load()}
+		}
 		switch {
 		case ts.diverged(r, b):
-			if ts.regressions.Load() != b.regressions {
-				break // a message saw the regression first, flushed, and follows the new sequence
-			}
 			ts.regressions.Add(1)
 			flush, regressed = true, true
 			ts.follow(r.seq, r.last)

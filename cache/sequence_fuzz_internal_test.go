@@ -112,9 +112,10 @@ func (s *seqServer) record() record {
 
 // FuzzReconcileModel drives a table's sequence follower and its reconcile against a model of
 // the server: writes whose messages arrive or are lost (or arrive again), records that go back
-// in time, and reconciles (seen, writes meanwhile, read the record, behind; the grace, in
-// which every message in flight arrives or is lost; verify), and holds it to the bound the
-// cache documents. After each
+// in time, and reconciles (seen; messages in flight arriving or lost and the record going back
+// before the read; writes meanwhile; read the record, behind; the grace, in which messages in
+// flight arrive or are lost, or stay in flight past the verify, late; verify), and holds it to
+// the bound the cache documents. After each
 // reconcile: every write whose invalidation was lost, made before the record was read and
 // still in the record's history, was followed by a flush of L1; and when the record went back
 // below a write the table had applied, a regression was reported (the rows went back too, so
@@ -134,6 +135,12 @@ func FuzzReconcileModel(f *testing.F) {
 		ts.adopt("E", 0, "")
 		ts.mu.Unlock()
 		srv := &seqServer{tokens: []string{""}}
+		madeAt := map[string]int{} // token -> core.flushes when the write was made
+		write := func() inval {
+			m := srv.write()
+			madeAt[m.token] = core.flushes
+			return m
+		}
 		var flight []inval         // published, not yet delivered or lost
 		var delivered []inval      // delivered, for a resubscribe to deliver again
 		lost := map[string]int64{} // token -> seq of each write whose message was lost, until a flush
@@ -174,8 +181,10 @@ func FuzzReconcileModel(f *testing.F) {
 		var known []string
 		deliver := func(m inval, keep bool) {
 			if !keep {
-				lost[m.token] = m.seq
 				missed = true
+				if core.flushes == madeAt[m.token] { // a flush since the write covers its loss
+					lost[m.token] = m.seq
+				}
 				return
 			}
 			apply(m)
@@ -193,7 +202,9 @@ func FuzzReconcileModel(f *testing.F) {
 		// says whether that went below a write the table had applied (and which).
 		rollback := func(back int64) (under bool, at int64) {
 			settle(0xff)
-			to := max(srv.seq-back, 0)
+			// Never to before the first write: such a record would not exist, and a vanished
+			// record is a documented limit (flushed, not taken for a regression).
+			to := max(srv.seq-back, min(srv.seq, 1))
 			for tok, seq := range lost {
 				if seq > to {
 					delete(lost, tok) // gone with the record: no trace anyone can read
@@ -209,7 +220,7 @@ func FuzzReconcileModel(f *testing.F) {
 		for i := 0; i < len(ops); i++ {
 			switch op := ops[i]; op % 5 {
 			case 0: // a write; its message in flight
-				flight = append(flight, srv.write())
+				flight = append(flight, write())
 			case 1: // a write, or (one time in four) a message delivered before arrives again
 				if op&0x60 == 0x60 && len(delivered) > 0 {
 					m := delivered[int(op>>3)%len(delivered)]
@@ -220,7 +231,7 @@ func FuzzReconcileModel(f *testing.F) {
 					noAlarm(i, "a message seen again")
 					break
 				}
-				flight = append(flight, srv.write())
+				flight = append(flight, write())
 			case 2: // messages in flight arrive, or are lost (the next byte says which)
 				var keep byte
 				if i+1 < len(ops) {
@@ -237,18 +248,45 @@ func FuzzReconcileModel(f *testing.F) {
 				}
 				b := ts.seen()
 				gapsB := ts.gaps.Load()
-				for range keep >> 6 { // writes between the table's position and the record's read
-					flight = append(flight, srv.write())
-				}
-				r := srv.record()
 				regressions, flushes := owed, core.flushes
-				behind := ts.behind(r, b)
 				var midUnder bool
 				var midAt int64
 				var midFlushes int
+				if keep&0x04 != 0 && i+1 < len(ops) {
+					// Between the table's position and the record's read: messages in flight
+					// arrive or are lost (the next byte says which), and the record may go back.
+					// A message applied then may have been published after the read, so a record
+					// that went back below it may only show at the next reconcile.
+					i++
+					pre := ops[i]
+					settle(pre)
+					if pre&0x80 != 0 {
+						// A regression reported since the last reconcile has this one invalidate
+						// the whole table, after its read: the rows that go back now are covered.
+						if under, at := rollback(int64(pre>>4)%4 + 1); under && owed == owedAt {
+							midUnder, midAt, midFlushes = true, at, core.flushes
+						}
+					}
+				}
+				for range keep >> 6 { // writes between the table's position and the record's read
+					flight = append(flight, write())
+				}
+				r := srv.record()
+				behind := ts.behind(r, b)
 				if keep&0x20 != 0 { // the record goes back after this reconcile read it
-					midUnder, midAt = rollback(int64(keep>>3)%4 + 1)
-					midFlushes = core.flushes
+					if under, at := rollback(int64(keep>>3)%4 + 1); under && !midUnder {
+						midUnder, midAt, midFlushes = true, at, core.flushes
+					}
+				}
+				// The newest messages in flight may be later than the grace (a slow subscriber):
+				// they stay in flight past the verify, and a later step delivers or loses them.
+				var late []inval
+				if keep&0x10 != 0 && i+1 < len(ops) {
+					i++
+					n := min(int(ops[i]%4)+1, len(flight))
+					late = slices.Clone(flight[len(flight)-n:])
+					flight = flight[:len(flight)-n]
+					missed = missed || n > 0 // the verify cannot tell them from lost ones: it may flush
 				}
 				settle(keep) // the grace
 				if behind {
@@ -269,6 +307,7 @@ func FuzzReconcileModel(f *testing.F) {
 						known = append(known, now.last)
 					}
 				}
+				flight = append(late, flight...)
 				alarms = alarms || ts.gaps.Load()-gapsAt > maxChecks
 				gapsAt = gapsB
 				noAlarm(i, "a reconcile")
