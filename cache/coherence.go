@@ -72,7 +72,8 @@ type coherence struct {
 
 	subMu    sync.Mutex // serializes (re)subscribing
 	sub      *topic.Subscription
-	subCount int // channels sub covers
+	subChans []string // the channels sub covers
+	swap     swap     // the subscriptions' handlers, and the takeover by a new one (swap.go)
 
 	mu        sync.Mutex
 	byRecord  map[string]*tableState // every shard of every table, by its record's key
@@ -239,17 +240,21 @@ func (co *coherence) syncTables(ctx context.Context) {
 	if len(unsynced) == 0 {
 		return
 	}
-	if co.sub == nil || co.subCount != len(channels) {
-		sub, err := co.topics.SubscribeChannels(ctx, channels, co.handle)
+	if co.sub == nil || len(co.subChans) != len(channels) {
+		gen := co.beginSwap(co.subChans)
+		sub, err := co.topics.SubscribeChannels(ctx, channels, co.subscriber(gen))
 		if err != nil {
+			co.endSwap()
 			co.c.log.Warn("cache: subscribing to invalidations failed; L1 stays off until it succeeds", "err", err)
 			return
 		}
-		// The new subscription is confirmed before the old one ends: no message falls between.
+		// The new subscription is confirmed before the old one ends: no message falls between;
+		// the old one's channels are the old one's until it ended (swap.go).
 		if co.sub != nil {
 			co.sub.Close()
 		}
-		co.sub, co.subCount = sub, len(channels)
+		co.endSwap()
+		co.sub, co.subChans = sub, channels
 	}
 	recs, err := co.readRecords(ctx, unsynced)
 	if err != nil {

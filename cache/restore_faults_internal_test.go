@@ -124,7 +124,6 @@ func TestRestoreBeforeInvalidateAll(t *testing.T) {
 	}
 }
 
-
 // msgGate is a reader's message hook for one table: pass-through until blocked; while
 // blocked the handler waits (a slow subscriber: later messages queue behind it); once
 // released it delivers the first deliver messages that reached it and drops the rest.

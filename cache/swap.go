@@ -1,0 +1,89 @@
+package cache
+
+import (
+	"sync"
+
+	"github.com/echocache/echocache/topic"
+)
+
+// Taking over from a subscription. Declaring a table subscribes every channel anew, on a
+// subscription confirmed before the old one ends; until it ends, both deliver the channels the
+// old one covers, on goroutines of their own. Handled as they come, the new subscription's
+// message N+1 could be applied before the old one's N (a gap, then N taken for a rollback and
+// the table invalidated whole), and what the old one still held when it ended would be lost (a
+// gap, an L1 flush). So while the old subscription lives, the new one's messages on its
+// channels are held, and when it has ended they are handled in order, but for those at or
+// below where their table then is: the old subscription delivered them. What the old one had
+// received and not yet handled when it ended is still lost to it (a gap, an L1 flush of that
+// table): declaring a table while others are written may cost them a flush.
+
+// swap is the state of a takeover, and of the subscriptions' handlers.
+type swap struct {
+	// mu orders the messages of the old and new subscriptions and the held ones' replay.
+	mu      sync.Mutex
+	gen     uint64          // the newest subscription's generation
+	covered map[string]bool // during a takeover: the channels the old subscription delivers
+	held    []topic.Event   // the new subscription's messages on those, until endSwap
+}
+
+// subscriber is the handler of the subscription of generation gen.
+func (co *coherence) subscriber(gen uint64) func(topic.Event) {
+	return func(ev topic.Event) {
+		if ev.Kind == topic.Message {
+			co.swap.mu.Lock()
+			defer co.swap.mu.Unlock()
+			if gen == co.swap.gen && co.swap.covered[ev.Channel] {
+				co.swap.held = append(co.swap.held, ev)
+				return
+			}
+		}
+		co.handle(ev)
+	}
+}
+
+// beginSwap starts a takeover from the subscription covering channels (none for the first
+// subscription), and returns the new subscription's generation.
+func (co *coherence) beginSwap(channels []string) uint64 {
+	co.swap.mu.Lock()
+	defer co.swap.mu.Unlock()
+	co.swap.gen++
+	co.swap.covered = make(map[string]bool, len(channels))
+	for _, ch := range channels {
+		co.swap.covered[ch] = true
+	}
+	return co.swap.gen
+}
+
+// endSwap ends a takeover once the old subscription has ended (or the new one failed): the
+// held messages are handled in order, those the old subscription delivered skipped.
+func (co *coherence) endSwap() {
+	co.swap.mu.Lock()
+	defer co.swap.mu.Unlock()
+	held := co.swap.held
+	co.swap.held, co.swap.covered = nil, nil
+	for _, ev := range held {
+		if !co.delivered(ev) {
+			co.handle(ev)
+		}
+	}
+}
+
+// delivered reports whether a held message is at or below where its table is in its epoch:
+// one the old subscription delivered, whose ids it dropped.
+func (co *coherence) delivered(ev topic.Event) bool {
+	m, ok := parseInval(ev.Payload)
+	return ok && co.reached(ev.Channel, m)
+}
+
+// reached reports whether the table of channel ch is at m's seq or past it, in m's epoch.
+func (co *coherence) reached(ch string, m inval) bool {
+	co.mu.Lock()
+	ts := co.byChannel[ch]
+	co.mu.Unlock()
+	if ts == nil {
+		return false
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.synced.Load() && m.epoch == ts.epoch && m.seq <= ts.seq
+}
