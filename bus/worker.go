@@ -219,8 +219,9 @@ func (w *Worker) shortestLease() time.Duration {
 // be sent is left to its lease's expiry. What is in flight or sent after ctx ended is bounded
 // by 2 s from then, all of it together, so a server that stopped answering holds Close up by
 // about that past ctx's end. Close returns when every goroutine of the worker has ended (so a
-// handler that ignores its context holds it), with nil, or with ctx's error when handlers had
-// to be cancelled. Closing a worker that was never started, or closing twice, is allowed.
+// handler that ignores its context holds it), with nil, or with ctx's error when ctx ended
+// before the worker was done (whatever still ran then, handlers or a round trip, was cut
+// short as above). Closing a worker that was never started, or closing twice, is allowed.
 func (w *Worker) Close(ctx context.Context) error {
 	w.mu.Lock()
 	started := w.started
@@ -247,7 +248,7 @@ func (w *Worker) Close(ctx context.Context) error {
 	if cut != nil {
 		cut.Stop()
 	}
-	return fmt.Errorf("bus: closing the worker of queue %s: running handlers were cancelled: %w", w.q.Name(), ctx.Err())
+	return fmt.Errorf("bus: closing the worker of queue %s: not done when the context ended, what ran was cut short: %w", w.q.Name(), ctx.Err())
 }
 
 // Handles reports whether a handler is registered for kind; pass it as

@@ -76,7 +76,8 @@ type WorkerStats struct {
 	Queue string
 	// Running is how many handlers run now.
 	Running int
-	// Claimed counts jobs claimed; Completed, jobs retired by a complete this worker sent.
+	// Claimed counts jobs claimed (those handed back unstarted because their claim fell short
+	// of WorkerConfig.ClaimAck too); Completed, jobs retired by a complete this worker sent.
 	Claimed, Completed int64
 	// Failed counts handler failures (errors, panics, timeouts, unknown kinds); each one is
 	// then Retried or Dead.

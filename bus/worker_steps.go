@@ -124,6 +124,8 @@ func (l *loop) took(rs []*inflight, n int) bool {
 		// mint these tokens again: start nothing, hand the jobs back, back off.
 		w.log.Warn("bus: worker: claim not acknowledged; handing its jobs back", "jobs", len(rs), "err", l.unacked)
 		for _, r := range rs {
+			w.stats.claimed.Add(1) // each claim spent an attempt: Claimed = Completed + HandedBack + ...
+			w.emit(JobEvent{Type: JobClaimed, Job: r.job, Kind: r.kind})
 			l.handBack(r)
 		}
 		l.hungry = true
