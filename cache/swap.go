@@ -15,7 +15,10 @@ import (
 // channels are held, and when it has ended they are handled in order, but for those at or
 // below where their table then is: the old subscription delivered them. What the old one had
 // received and not yet handled when it ended is still lost to it (a gap, an L1 flush of that
-// table): declaring a table while others are written may cost them a flush.
+// table): declaring a table while others are written may cost them a flush. (Draining the old
+// subscription instead, topic's Subscription.Drain, removed those gaps while the handler kept
+// up, but a handler slower than the writes then held every declaration up to its bound and
+// still lost messages, so it is not used here.)
 
 // swap is the state of a takeover, and of the subscriptions' handlers.
 type swap struct {

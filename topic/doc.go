@@ -40,6 +40,11 @@
 // followed by another drop, so a Disconnected comes, and a Subscribed with Resubscribed set
 // once the connection is back (resyncing on that one covers the messages of every drop).
 //
+// [Subscription.Close] ends a subscription at once, dropping what it has not delivered;
+// [Subscription.Drain] has each connection unsubscribe and delivers everything that arrived
+// before the server confirmed it (bounded by its context), so a message published before the
+// call reaches the handler.
+//
 // # One complete flow
 //
 //	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{"127.0.0.1:6379"}, DisableCache: true})

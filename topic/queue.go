@@ -28,6 +28,9 @@ type eventQueue struct {
 	// handed out meanwhile.
 	busy   bool
 	direct sync.WaitGroup // handlers running directly, for close to wait for
+	// ending: nothing more comes (Subscription.Drain): pop hands out what is queued, then
+	// reports the queue closed.
+	ending bool
 }
 
 func newEventQueue(limit int) *eventQueue {
@@ -148,7 +151,7 @@ func (q *eventQueue) done() {
 func (q *eventQueue) pop() (Event, bool) {
 	for {
 		q.mu.Lock()
-		if q.closed {
+		if q.closed || q.ending && q.head == len(q.events) && !q.busy {
 			q.mu.Unlock()
 			return Event{}, false
 		}
@@ -175,6 +178,18 @@ func (q *eventQueue) pop() (Event, bool) {
 		}
 		q.mu.Unlock()
 		<-q.wake
+	}
+}
+
+// end marks that nothing more is pushed: the delivery goroutine hands out what is queued,
+// then ends.
+func (q *eventQueue) end() {
+	q.mu.Lock()
+	q.ending = true
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
 	}
 }
 

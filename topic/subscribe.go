@@ -96,9 +96,15 @@ type Subscription struct {
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
-	conns  sync.WaitGroup // one goroutine per connection
-	loop   sync.WaitGroup // the handler goroutine
-	once   sync.Once
+	// draining is closed by Drain: the connections end once unsubscribed, and do not
+	// subscribe again.
+	draining  chan struct{}
+	drainOnce sync.Once
+	dcMu      sync.Mutex
+	dcs       map[valkey.DedicatedClient][]string // each live connection's channels, for Drain
+	conns     sync.WaitGroup                      // one goroutine per connection
+	loop      sync.WaitGroup                      // the handler goroutine
+	once      sync.Once
 }
 
 // Subscribe subscribes to topics by name (as given to [Topics.Publish]); see
@@ -161,7 +167,8 @@ func (t *Topics) SubscribeChannels(ctx context.Context, channels []string, handl
 		groups = [][]string{channels}
 	}
 
-	s := &Subscription{client: t.client, channels: channels, handle: handle, queue: newEventQueue(t.cfg.SubscribeBuffer), stable: t.cfg.stable, direct: t.cfg.DirectDelivery}
+	s := &Subscription{client: t.client, channels: channels, handle: handle, queue: newEventQueue(t.cfg.SubscribeBuffer), stable: t.cfg.stable, direct: t.cfg.DirectDelivery,
+		draining: make(chan struct{}), dcs: map[valkey.DedicatedClient][]string{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.loop.Add(1)
 	go s.deliver()
@@ -201,6 +208,37 @@ func (s *Subscription) Close() {
 	})
 }
 
+// Drain ends the subscription as Close does, but first has each connection unsubscribe, and
+// delivers every event that arrived before the server confirmed it, the queued ones included:
+// a message published before Drain was called is handled before Drain returns. When ctx ends
+// first, what is left is dropped, as by Close. Not from the handler.
+func (s *Subscription) Drain(ctx context.Context) {
+	s.once.Do(func() {
+		s.drainOnce.Do(func() { close(s.draining) })
+		s.dcMu.Lock()
+		for dc, chans := range s.dcs {
+			dc.Do(ctx, dc.B().Sunsubscribe().Channel(chans...).Build()) // its Receive then returns
+		}
+		s.dcMu.Unlock()
+		ended := make(chan struct{})
+		go func() {
+			s.conns.Wait()
+			close(ended)
+		}()
+		select {
+		case <-ended:
+			s.queue.end()
+		case <-ctx.Done():
+			s.cancel()
+			<-ended
+			s.queue.close()
+		}
+		s.cancel()
+		s.loop.Wait()
+		s.queue.close()
+	})
+}
+
 // deliver runs the handler, one event at a time, until Close.
 func (s *Subscription) deliver() {
 	defer s.loop.Done()
@@ -232,6 +270,19 @@ func (s *Subscription) message(m valkey.PubSubMessage) {
 func (s *Subscription) receive(channels []string, hook func(valkey.PubSubSubscription)) error {
 	dc, release := s.client.Dedicate()
 	defer release()
+	s.dcMu.Lock()
+	s.dcs[dc] = channels
+	s.dcMu.Unlock()
+	defer func() {
+		s.dcMu.Lock()
+		delete(s.dcs, dc)
+		s.dcMu.Unlock()
+	}()
+	select {
+	case <-s.draining: // Drain came first: do not subscribe
+		return nil
+	default:
+	}
 	return dc.Receive(valkey.WithOnSubscriptionHook(s.ctx, hook), dc.B().Ssubscribe().Channel(channels...).Build(), s.message)
 }
 
@@ -273,6 +324,11 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 			}
 		}
 		err := s.receive(channels, hook)
+		select {
+		case <-s.draining:
+			return
+		default:
+		}
 		if s.ctx.Err() != nil {
 			return
 		}
@@ -299,6 +355,8 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 			backoff := min(resubscribeMin<<min(failures-1, 10), resubscribeMax)
 			select {
 			case <-s.ctx.Done():
+				return
+			case <-s.draining:
 				return
 			case <-time.After(backoff/2 + rand.N(backoff/2+1)):
 			}
