@@ -73,7 +73,7 @@ type coherence struct {
 	subMu    sync.Mutex // serializes (re)subscribing
 	sub      *topic.Subscription
 	subChans []string // the channels sub covers
-	swap     swap     // the subscriptions' handlers, and the takeover by a new one (swap.go)
+	swap     swap     // the subscriptions' handlers, and the takeover by a new one (subscription.go)
 
 	mu        sync.Mutex
 	byRecord  map[string]*tableState // every shard of every table, by its record's key
@@ -216,64 +216,6 @@ func (co *coherence) check(ts *tableState) {
 	co.pending[ts] = true
 	co.mu.Unlock()
 	co.wake()
-}
-
-// syncTables subscribes every tracked table and reads the record of those not yet synced.
-func (co *coherence) syncTables(ctx context.Context) {
-	co.subMu.Lock()
-	defer co.subMu.Unlock()
-	select {
-	case <-co.stop:
-		return // closed: no new subscription
-	default:
-	}
-	co.mu.Lock()
-	channels := make([]string, 0, len(co.byChannel))
-	var unsynced []*tableState
-	for ch, ts := range co.byChannel {
-		channels = append(channels, ch)
-		if !ts.synced.Load() {
-			unsynced = append(unsynced, ts)
-		}
-	}
-	co.mu.Unlock()
-	if len(unsynced) == 0 {
-		return
-	}
-	if co.sub == nil || len(co.subChans) != len(channels) {
-		gen := co.beginSwap(co.subChans)
-		sub, err := co.topics.SubscribeChannels(ctx, channels, co.subscriber(gen))
-		if err != nil {
-			co.endSwap()
-			co.c.log.Warn("cache: subscribing to invalidations failed; L1 stays off until it succeeds", "err", err)
-			return
-		}
-		// The new subscription is confirmed before the old one ends: no message falls between;
-		// the old one's channels are the old one's until it ended (swap.go).
-		if co.sub != nil {
-			co.sub.Close()
-		}
-		co.endSwap()
-		co.sub, co.subChans = sub, channels
-	}
-	recs, err := co.readRecords(ctx, unsynced)
-	if err != nil {
-		co.c.log.Warn("cache: reading coherence records failed", "err", err)
-		return
-	}
-	for i, ts := range unsynced {
-		ts.mu.Lock()
-		r := recs[i]
-		ts.epoch, ts.seq, ts.last = r.epoch, r.seq, r.last
-		if ts.preEpoch != "" && ts.preEpoch == r.epoch && ts.preSeq > r.seq {
-			ts.seq, ts.last = ts.preSeq, ts.preLast
-		}
-		ts.applied(ts.seq, ts.last)
-		ts.mu.Unlock()
-		// Whatever L1 took before the subscription was confirmed may have missed a message.
-		ts.core.flushL1()
-		ts.synced.Store(true)
-	}
 }
 
 // readRecords reads the records of tss in one pipeline, bounded by the longest L2Timeout of

@@ -21,7 +21,7 @@ import (
 // subscriptions deliver that table's messages; one delivered by the new subscription before
 // the old one delivered the message before it must not be taken for a rollback (a whole-table
 // invalidation of a table nothing rolled back): 4 to 7 of them in 10 declarations before the
-// new subscription's messages were held until the old one ended (swap.go). Each declaration
+// new subscription's messages were held until the old one ended (subscription.go). Each declaration
 // may still cost a gap (what the old subscription had not handled when it ended).
 func TestNewTableUnderTraffic(t *testing.T) {
 	t.Parallel()

@@ -1,17 +1,17 @@
 package cache
 
 import (
+	"context"
 	"sync"
 
 	"github.com/echocache/echocache/topic"
 )
 
-// Taking over from a subscription. Declaring a table subscribes every channel anew, on a
-// subscription confirmed before the old one ends; until it ends, both deliver the channels the
-// old one covers, on goroutines of their own. Handled as they come, the new subscription's
-// message N+1 could be applied before the old one's N (a gap, then N taken for a rollback and
-// the table invalidated whole), and what the old one still held when it ended would be lost (a
-// gap, an L1 flush). So while the old subscription lives, the new one's messages on its
+// The cache's subscription to its tables' channels, and taking over from it. Declaring a
+// table subscribes every channel anew, on a subscription confirmed before the old one ends;
+// until it ends, both deliver the channels the old one covers, on goroutines of their own.
+// Handled as they come, the new subscription's message N+1 could be applied before the old
+// one's N (a gap, then N taken for a rollback and the table invalidated whole). So while the old subscription lives, the new one's messages on its
 // channels are held, and when it has ended they are handled in order, but for those at or
 // below where their table then is: the old subscription delivered them. What the old one had
 // received and not yet handled when it ended is still lost to it (a gap, an L1 flush of that
@@ -19,6 +19,64 @@ import (
 // subscription instead, topic's Subscription.Drain, removed those gaps while the handler kept
 // up, but a handler slower than the writes then held every declaration up to its bound and
 // still lost messages, so it is not used here.)
+
+// syncTables subscribes every tracked table and reads the record of those not yet synced.
+func (co *coherence) syncTables(ctx context.Context) {
+	co.subMu.Lock()
+	defer co.subMu.Unlock()
+	select {
+	case <-co.stop:
+		return // closed: no new subscription
+	default:
+	}
+	co.mu.Lock()
+	channels := make([]string, 0, len(co.byChannel))
+	var unsynced []*tableState
+	for ch, ts := range co.byChannel {
+		channels = append(channels, ch)
+		if !ts.synced.Load() {
+			unsynced = append(unsynced, ts)
+		}
+	}
+	co.mu.Unlock()
+	if len(unsynced) == 0 {
+		return
+	}
+	if co.sub == nil || len(co.subChans) != len(channels) {
+		gen := co.beginSwap(co.subChans)
+		sub, err := co.topics.SubscribeChannels(ctx, channels, co.subscriber(gen))
+		if err != nil {
+			co.endSwap()
+			co.c.log.Warn("cache: subscribing to invalidations failed; L1 stays off until it succeeds", "err", err)
+			return
+		}
+		// The new subscription is confirmed before the old one ends: no message falls between;
+		// the old one's channels are the old one's until it ended (above).
+		if co.sub != nil {
+			co.sub.Close()
+		}
+		co.endSwap()
+		co.sub, co.subChans = sub, channels
+	}
+	recs, err := co.readRecords(ctx, unsynced)
+	if err != nil {
+		co.c.log.Warn("cache: reading coherence records failed", "err", err)
+		return
+	}
+	for i, ts := range unsynced {
+		ts.mu.Lock()
+		r := recs[i]
+		ts.epoch, ts.seq, ts.last = r.epoch, r.seq, r.last
+		if ts.preEpoch != "" && ts.preEpoch == r.epoch && ts.preSeq > r.seq {
+			ts.seq, ts.last = ts.preSeq, ts.preLast
+		}
+		ts.applied(ts.seq, ts.last)
+		ts.mu.Unlock()
+		// Whatever L1 took before the subscription was confirmed may have missed a message.
+		ts.core.flushL1()
+		ts.synced.Store(true)
+	}
+}
 
 // swap is the state of a takeover, and of the subscriptions' handlers.
 type swap struct {
