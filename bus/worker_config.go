@@ -108,7 +108,8 @@ type WorkerConfig struct {
 	// runs: it knows the claim's attempts and cannot mint the same token again for a second
 	// holder. A claim that falls short of it starts no handler: its jobs are handed back
 	// (JobHandedBack, no failure counted) and the worker backs off before it claims again,
-	// from 50 ms doubling to 2 s. Each claim still counts in the job's attempts (they only
+	// from 50 ms doubling to 2 s; the heartbeat does not wait for that backoff, so the jobs
+	// already running keep their leases. Each claim still counts in the job's attempts (they only
 	// grow: that is the fence), so a replica down for long brings the jobs nearer their
 	// MaxAttempts. The cost is one WAIT per round trip that claims, on a connection of its own.
 	// Default the zero Ack ([Primary]): handlers start once the primary applied the claim,

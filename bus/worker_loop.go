@@ -207,14 +207,23 @@ func (l *loop) applyReplies() {
 	}
 }
 
-// trySend sends a round trip when one is due, there is room in flight for it and no backoff
-// after a failed one is running. It reports whether it sent one; the loop then collects again
-// before it waits.
+// trySend sends a round trip when one is due and there is room in flight for it; while a
+// backoff after a failed one runs, only a round trip that carries the heartbeat. It reports
+// whether it sent one; the loop then collects again before it waits.
 func (l *loop) trySend() bool {
-	if l.waitingRetry || len(l.trips) >= maxInFlight {
+	if len(l.trips) >= maxInFlight {
 		return false
 	}
 	claim, beat, due := l.plan()
+	if l.waitingRetry {
+		// A backoff holds claims back, not the heartbeat: a claim that fell short of
+		// ClaimAck backs off on a primary that answers, and the jobs already running keep
+		// their leases (the round trip takes the outcomes waiting, too).
+		if !beat {
+			return false
+		}
+		claim = 0
+	}
 	if !due {
 		return false
 	}
@@ -223,6 +232,7 @@ func (l *loop) trySend() bool {
 		l.beatTimer.Reset(l.w.beatEvery)
 	}
 	rt := l.build(claim, beat)
+	rt.backoff = l.waitingRetry
 	if len(rt.steps) == 0 {
 		return false
 	}

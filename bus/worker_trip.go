@@ -18,6 +18,7 @@ type roundTrip struct {
 	claim   int         // jobs its claim asks for
 	fed     uint64      // loop.fed when it was sent
 	beat    bool        // it carries the heartbeat's extends
+	backoff bool        // sent while a backoff held claims back (trySend)
 	ack     *Ack
 	// handBackBy is set on a round trip built after Close's deadline passed: every such trip
 	// ends by it, handBackTimeout after the deadline, however many there are.
@@ -116,7 +117,9 @@ func (l *loop) apply(rt *roundTrip) {
 		// Only a round trip every script of which was answered measures the round trip: one
 		// that timed out or was refused by a dead connection says nothing of the next.
 		l.auto.noteTrip(rt.flight)
-		l.errWait = 0
+		if !rt.backoff {
+			l.errWait = 0 // a heartbeat sent during a backoff does not end it: the next claim may fail again
+		}
 		if rt.beat {
 			// After the extends' replies: a job they found cancelled or lost is settled
 			// already, and is not handed back.
