@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"strings"
 )
@@ -23,4 +24,18 @@ func (a *app) confirm(what string) error {
 		return nil
 	}
 	return refusedf("%s: not confirmed", what)
+}
+
+// confirmed asks as confirm does, between the reads that show the operator what is at stake
+// and the writes that act on it: once the answer is yes, the writes get a deadline of their
+// own (--timeout from now), since the time spent reading the prompt is not the server's.
+// cancel is the reads' deadline; on a refusal it is returned as it is, for the caller's
+// deferred func() { cancel() }().
+func (a *app) confirmed(what string, cancel context.CancelFunc) (context.Context, context.CancelFunc, error) {
+	if err := a.confirm(what); err != nil {
+		return nil, cancel, err
+	}
+	cancel()
+	ctx, cancel := a.ctx()
+	return ctx, cancel, nil
 }

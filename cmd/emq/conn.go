@@ -52,8 +52,11 @@ func (a *app) connect() error {
 		TLSConfig:    tlsConfig,
 		DisableCache: true,
 		Dialer:       netDialer(a.connectTimeout),
-		// A command that cannot be written within the bound fails instead of waiting.
-		ConnWriteTimeout: a.connectTimeout,
+		// A command that cannot be written, or whose reply does not come, within the bound
+		// fails instead of waiting: valkey-go bounds both by this one setting, so it is the
+		// longer of the two bounds, and a slow reply within --timeout is waited for (each
+		// command's context bounds it by --timeout in any case).
+		ConnWriteTimeout: max(a.timeout, a.connectTimeout),
 	}
 	client, err := valkey.NewClient(opt)
 	if err != nil {

@@ -151,3 +151,20 @@ func writeTLSFiles(t *testing.T, dir string) string {
 	write("server.key", "PRIVATE KEY", srvKeyDER)
 	return write("ca.pem", "CERTIFICATE", caDER)
 }
+
+// TestSlowReplyWithinTimeout: a reply slower than --connect-timeout but within --timeout is
+// waited for. valkey-go bounds a reply by the connection's write timeout, which was
+// --connect-timeout: a server stalled 1.5 s failed a command of --timeout 10s after 300 ms.
+func TestSlowReplyWithinTimeout(t *testing.T) {
+	t.Parallel()
+	srv := valkeytest.Start(t, valkeytest.WithoutPersistence())
+	queue := valkeytest.TestName(t)
+	ok(t, srv.Addr, "enqueue", queue, "x")
+	c := srv.Client(t)
+	// Writes wait 1.5 s; the connection's PING still answers at once.
+	require.NoError(t, c.Do(context.Background(), c.B().ClientPause().Timeout(1500).Write().Build()).Error())
+	start := time.Now()
+	r := emq(t, srv.Addr, "--connect-timeout", "300ms", "--timeout", "10s", "pause", queue)
+	require.Equal(t, exitOK, r.code, r.err)
+	require.Greater(t, time.Since(start), time.Second, "the pause waited for the server")
+}

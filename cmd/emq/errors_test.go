@@ -107,6 +107,22 @@ func TestUsageErrors(t *testing.T) {
 	require.Contains(t, r.err, "is not a cluster")
 }
 
+// TestFlagErrorNamesCommand: a flag error points at the help of the command that has the
+// flag, not at a top-level command of the same name (emq pause is the queue's).
+func TestFlagErrorNamesCommand(t *testing.T) {
+	t.Parallel()
+	srv := valkeytest.Shared(t)
+	for _, args := range [][]string{
+		{"periodic", "pause", "q", "s", "--bogus"},
+		{"lane", "pause", "q", "l", "--bogus"},
+		{"periodic", "remove", "q", "s", "--bogus"},
+	} {
+		r := emq(t, srv.Addr, args...)
+		require.Equalf(t, exitUsage, r.code, "emq %v: %s", args, r.err)
+		require.Containsf(t, r.err, "(see emq "+args[0]+" "+args[1]+" --help)", "emq %v", args)
+	}
+}
+
 // TestConfirmOnTerminal runs the tool in process with a stdin that reads as a terminal: it
 // asks, and only "y" goes ahead.
 func TestConfirmOnTerminal(t *testing.T) {

@@ -201,6 +201,9 @@ func (a *app) printListing(l listing, set keys.Type, opts *bus.BrowseOpts) {
 	if !opts.To.IsZero() {
 		more += " --until " + fmtTime(opts.To)
 	}
+	if opts.Limit != 0 && opts.Limit != bus.DefaultLimit {
+		more += fmt.Sprintf(" --limit %d", opts.Limit)
+	}
 	more += " --after " + l.Next
 	if l.NextAt != nil {
 		more += " --after-at " + fmtTime(*l.NextAt)

@@ -52,7 +52,7 @@ func TestLsPendingNotesLanes(t *testing.T) {
 	require.Len(t, text, 4)
 	require.True(t, strings.HasPrefix(text[1], first+" "), text[1])
 	require.Equal(t, note, text[2])
-	require.Equal(t, "more: emq ls "+queue+" pending --after "+first, text[3])
+	require.Equal(t, "more: emq ls "+queue+" pending --limit 1 --after "+first, text[3])
 
 	// Another set: neither the counts nor the line.
 	out := ok(t, srv.Addr, "ls", queue, "dead", "--json")

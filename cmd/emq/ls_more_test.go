@@ -65,3 +65,18 @@ func TestLsMoreKeepsRange(t *testing.T) {
 	require.Equal(t, [][]string{{ids[3].String(), ids[2].String()}, {ids[1].String()}},
 		follow("ls", queue, "pending", "--newest", "--since", since, "--until", until, "--limit", "2"))
 }
+
+// TestLsMoreKeepsLimit: the "more:" line of a page of --limit N asks for the next N, not for
+// the default 100.
+func TestLsMoreKeepsLimit(t *testing.T) {
+	t.Parallel()
+	srv, b, queue := sharedQueue(t)
+	for range 5 {
+		_, err := b.Enqueue(context.Background(), queue, []byte("x"), nil)
+		require.NoError(t, err)
+	}
+	out := ok(t, srv.Addr, "ls", queue, "pending", "--limit", "2")
+	require.Contains(t, out, "more: emq ls "+queue+" pending --limit 2 --after ")
+	out = ok(t, srv.Addr, "ls", queue, "pending", "--limit", "100")
+	require.NotContains(t, out, "more:")
+}

@@ -70,9 +70,10 @@ func retryCmd(a *app) *cobra.Command {
 		Use:   "retry <queue> <id>... | retry <queue> --all",
 		Short: "Bring dead jobs back to pending",
 		Long: `Bring the named dead jobs back to pending, all or nothing (exit 5 when one is not dead), or
-with --all every job dead when the command starts, oldest first, a page at a time. --all asks
-for confirmation on a terminal and refuses without one unless --yes. A retried job keeps its
-attempts, so it goes back to dead on its next failure unless the maximum is raised.`,
+with --all every job dead when the command starts (their ids are read before it asks), oldest
+first, a page at a time; one that left dead meanwhile is skipped. --all asks for confirmation
+on a terminal and refuses without one unless --yes. A retried job keeps its attempts, so it
+goes back to dead on its next failure unless the maximum is raised.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			queue := args[0]
@@ -87,7 +88,7 @@ attempts, so it goes back to dead on its next failure unless the maximum is rais
 			if err != nil {
 				return err
 			}
-			defer cancel()
+			defer func() { cancel() }()
 			if !all {
 				n, err := a.bus.RetryDead(ctx, queue, ids...)
 				if err != nil {
@@ -95,33 +96,18 @@ attempts, so it goes back to dead on its next failure unless the maximum is rais
 				}
 				return a.printChanged(changed{Queue: queue, Action: "retried", IDs: idStrings(ids), Count: n})
 			}
-			counts, err := a.bus.Counts(ctx, queue)
+			dead, err := a.deadIDs(ctx, queue)
 			if err != nil {
 				return err
 			}
-			if err := a.confirm(fmt.Sprintf("retry all %d dead jobs of %s", counts.Dead, queue)); err != nil {
+			if ctx, cancel, err = a.confirmed(fmt.Sprintf("retry all %d dead jobs of %s", len(dead), queue), cancel); err != nil {
 				return err
 			}
-			// Bounded by the dead count read above, and paged by cursor rather than from the
-			// head, so jobs that die again meanwhile (their ids are before the cursor) are not
-			// retried again in place of those not yet retried.
-			total, left := 0, int(counts.Dead)
-			var after keys.JobID
-			for left > 0 {
-				page, err := a.bus.Browse(ctx, queue, &bus.BrowseOpts{Set: keys.Dead, After: after, Limit: min(left, bus.DefaultLimit)})
-				if err != nil {
-					return err
-				}
-				if len(page.IDs) == 0 {
-					break
-				}
-				n, err := a.bus.RetryDead(ctx, queue, page.IDs...)
-				if err != nil {
-					return err
-				}
-				total += n
-				left -= len(page.IDs)
-				after = page.IDs[len(page.IDs)-1]
+			total, err := a.eachDead(ctx, dead, func(ctx context.Context, batch []keys.JobID) (int, error) {
+				return a.bus.RetryDead(ctx, queue, batch...)
+			})
+			if err != nil {
+				return err
 			}
 			return a.printChanged(changed{Queue: queue, Action: "retried", Count: total})
 		},
@@ -137,8 +123,9 @@ func purgeCmd(a *app) *cobra.Command {
 		Use:   "purge <queue> <id>... | purge <queue> --all",
 		Short: "Delete dead jobs for good",
 		Long: `Delete the named dead jobs for good (row and id), all or nothing (exit 5 when one is not
-dead), or with --all every job dead when the command starts. It asks for confirmation on a
-terminal and refuses without one unless --yes.`,
+dead), or with --all every job dead when the command starts (their ids are read before it
+asks; one that left dead meanwhile is skipped). It asks for confirmation on a terminal and
+refuses without one unless --yes.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			queue := args[0]
@@ -153,9 +140,9 @@ terminal and refuses without one unless --yes.`,
 			if err != nil {
 				return err
 			}
-			defer cancel()
+			defer func() { cancel() }()
 			if !all {
-				if err := a.confirm(fmt.Sprintf("purge %d dead jobs of %s", len(ids), queue)); err != nil {
+				if ctx, cancel, err = a.confirmed(fmt.Sprintf("purge %d dead jobs of %s", len(ids), queue), cancel); err != nil {
 					return err
 				}
 				gone, err := a.bus.PurgeDead(ctx, queue, &bus.PurgeOpts{IDs: ids})
@@ -164,24 +151,19 @@ terminal and refuses without one unless --yes.`,
 				}
 				return a.printChanged(changed{Queue: queue, Action: "purged", IDs: idStrings(gone), Count: len(gone)})
 			}
-			counts, err := a.bus.Counts(ctx, queue)
+			dead, err := a.deadIDs(ctx, queue)
 			if err != nil {
 				return err
 			}
-			if err := a.confirm(fmt.Sprintf("purge all %d dead jobs of %s", counts.Dead, queue)); err != nil {
+			if ctx, cancel, err = a.confirmed(fmt.Sprintf("purge all %d dead jobs of %s", len(dead), queue), cancel); err != nil {
 				return err
 			}
-			total, left := 0, int(counts.Dead)
-			for left > 0 {
-				gone, err := a.bus.PurgeDead(ctx, queue, &bus.PurgeOpts{Limit: min(left, bus.DefaultLimit)})
-				if err != nil {
-					return err
-				}
-				if len(gone) == 0 {
-					break
-				}
-				total += len(gone)
-				left -= len(gone)
+			total, err := a.eachDead(ctx, dead, func(ctx context.Context, batch []keys.JobID) (int, error) {
+				gone, err := a.bus.PurgeDead(ctx, queue, &bus.PurgeOpts{IDs: batch})
+				return len(gone), err
+			})
+			if err != nil {
+				return err
 			}
 			return a.printChanged(changed{Queue: queue, Action: "purged", Count: total})
 		},
@@ -282,14 +264,14 @@ on a terminal and refuses without one unless --yes.`,
 			if err != nil {
 				return err
 			}
-			defer cancel()
+			defer func() { cancel() }()
 			counts, err := a.bus.Counts(ctx, queue)
 			if err != nil {
 				return err
 			}
 			what := fmt.Sprintf("drop queue %s and its %d jobs (%d pending, %d active, %d scheduled, %d dead)", queue,
 				counts.Pending+counts.Active+counts.Scheduled+counts.Dead, counts.Pending, counts.Active, counts.Scheduled, counts.Dead)
-			if err := a.confirm(what); err != nil {
+			if ctx, cancel, err = a.confirmed(what, cancel); err != nil {
 				return err
 			}
 			n, err := a.bus.DropQueue(ctx, queue, &bus.DropOpts{Force: force})

@@ -150,9 +150,9 @@ func periodicVerbCmd(a *app, use, action, short string, confirm bool, verb perio
 			if err != nil {
 				return err
 			}
-			defer cancel()
+			defer func() { cancel() }()
 			if confirm {
-				if err := a.confirm(fmt.Sprintf("%s the periodic schedule %s of queue %s", use, name, queue)); err != nil {
+				if ctx, cancel, err = a.confirmed(fmt.Sprintf("%s the periodic schedule %s of queue %s", use, name, queue), cancel); err != nil {
 					return err
 				}
 			}

@@ -112,7 +112,7 @@ func TestLs(t *testing.T) {
 	require.Equal(t, []string{
 		"ID MINTED",
 		s.dead[0].String() + " " + fmtTime(s.dead[0].Time()),
-		"more: emq ls " + s.queue + " dead --after " + s.dead[0].String(),
+		"more: emq ls " + s.queue + " dead --limit 1 --after " + s.dead[0].String(),
 	}, text)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/valkey-io/valkey-go"
+	"golang.org/x/term"
 
 	"github.com/echocache/echocache/bus"
 )
@@ -130,7 +131,7 @@ Exit codes: 0 success, 1 other failure, 2 usage error, 3 not found (queue, job, 
 	root.SetOut(a.out)
 	root.SetErr(a.err)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &exitError{exitUsage, fmt.Errorf("%w (see emq %s --help)", err, c.Name())}
+		return &exitError{exitUsage, fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
 	addr := a.getenv("VALKEY_ADDR")
 	if addr == "" {
@@ -169,14 +170,11 @@ func (a *app) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), a.timeout)
 }
 
-// isTerminal reports whether r is a character device (a terminal).
+// isTerminal reports whether r is a terminal: a character device is not enough (/dev/null,
+// the stdin of cron, systemd and ssh -n, is one too).
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // version is the module version the binary was built from (go install ...@v1.2.3), else

@@ -248,9 +248,13 @@ func (a *app) printBytes(label string, d shownBytes) {
 	switch {
 	case d.JSON != nil:
 		var buf bytes.Buffer
-		if json.Indent(&buf, d.JSON, "", "  ") == nil {
-			fmt.Fprintf(a.out, "%s:\n%s\n", label, buf.Bytes())
+		if json.Indent(&buf, d.JSON, "", "  ") != nil {
+			buf.Reset()
+			buf.Write(d.JSON)
 		}
+		// JSON escapes C0 controls but may hold DEL and the C1 controls raw (U+009B is a
+		// terminal's CSI): they are escaped as in text.
+		fmt.Fprintf(a.out, "%s:\n%s\n", label, shown(buf.String()))
 	case d.Text != nil:
 		fmt.Fprintf(a.out, "%s:\n%s\n", label, shown(*d.Text))
 	default:

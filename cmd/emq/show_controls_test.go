@@ -37,3 +37,17 @@ func TestShowEscapesControlBytes(t *testing.T) {
 	require.Equal(t, "red \x1b[31malert", j.Failures[0].Error, "--json keeps the bytes")
 	require.True(t, strings.HasPrefix(j.Failures[0].Error, "red"))
 }
+
+// TestShowEscapesControlsInJSON: JSON escapes the C0 controls but may hold DEL and the C1
+// controls raw, and U+009B is a terminal's CSI: show's text output escapes them in a JSON
+// payload too, as it does in text.
+func TestShowEscapesControlsInJSON(t *testing.T) {
+	t.Parallel()
+	srv, b, queue := sharedQueue(t)
+	e, err := b.Enqueue(context.Background(), queue, []byte("[\"\u009b2J\x7f\"]"), nil)
+	require.NoError(t, err)
+	out := ok(t, srv.Addr, "show", queue, e.ID.String())
+	require.NotContains(t, out, "\u009b", "no raw CSI reaches the terminal")
+	require.NotContains(t, out, "\x7f")
+	require.Contains(t, out, `"\u009b2J\x7f"`)
+}
