@@ -136,8 +136,9 @@
 --          queue held by its own rate, may give work (0: claim again now, the call stopped at
 --          its bound; -1: nothing is held, a freed slot pushes a wake marker; -1 too when the
 --          call claimed count jobs: then it is not read); paused is 1 when
---          the queue is paused (finished jobs were given: they were retired and nothing was
---          claimed), else 0; retired and refused are completemany's reply for the finished jobs
+--          the queue is paused (finished jobs were given: they were retired, the lanes they gave a
+--          slot back rejoin laneready when they have waiting jobs, and nothing was claimed),
+--          else 0; retired and refused are completemany's reply for the finished jobs
 --          (refused: {pos, reason, ...}, pos counting the finished jobs from 1); then one
 --          quadruple per claimed job, in claim order: the JOB id, the payload bytes, the new
 --          attempts count (the fencing token) and its lane ("" for none)
@@ -339,8 +340,33 @@ local function flushActive(fin)
   for i = 1, #set, 2000 do redis.call('HSET', KEYS[7], unpack(set, i, math.min(i + 1999, #set))) end
   for i = 1, #del, 1000 do redis.call('HDEL', KEYS[7], unpack(del, i, math.min(i + 999, #del))) end
 end
+-- rejoin marks in into each lane the retired jobs gave a slot back that has waiting jobs and
+-- is not in laneready: its cap may have taken it out, and nothing else brings it back.
+local function rejoin(into)
+  local names = {}
+  for lane in pairs(freed) do names[#names + 1] = lane end
+  for from = 1, #names, 1000 do
+    local part = {unpack(names, from, math.min(from + 999, #names))}
+    local inready = redis.call('ZMSCORE', KEYS[8], unpack(part))
+    for i, lane in ipairs(part) do
+      if not inready[i] then
+        local c = redis.pcall('ZCARD', base .. 'lanepending:' .. lane) -- an error: a damaged lane, skipped
+        if type(c) == 'number' and c > 0 then into[lane] = true end
+      end
+    end
+  end
+end
 if paused then
+  -- Retired while the queue is paused: the freed lanes rejoin laneready now, at the virtual
+  -- clock, and resume's wake marker finds them (none is pushed here: nothing is claimable).
   flushActive(fin)
+  local back, adds = {}, {}
+  rejoin(back)
+  for lane in pairs(back) do
+    adds[#adds + 1] = tonumber(flow[6]) or 0
+    adds[#adds + 1] = lane
+  end
+  for i = 1, #adds, 2000 do redis.call('ZADD', KEYS[8], 'NX', unpack(adds, i, math.min(i + 1999, #adds))) end
   return {1, -1, 1, #ok, refused}
 end
 
@@ -458,20 +484,7 @@ for _, lane in ipairs(waitdue) do
 end
 if not hold and has[1] and redis.call('ZCARD', KEYS[1]) > 0 then readyAdd[''] = true end
 -- A lane the retired jobs gave a slot back, with waiting jobs, rejoins laneready.
-do
-  local names = {}
-  for lane in pairs(freed) do names[#names + 1] = lane end
-  for from = 1, #names, 1000 do
-    local part = {unpack(names, from, math.min(from + 999, #names))}
-    local inready = redis.call('ZMSCORE', KEYS[8], unpack(part))
-    for i, lane in ipairs(part) do
-      if not inready[i] then
-        local c = redis.pcall('ZCARD', base .. 'lanepending:' .. lane) -- an error: a damaged lane, skipped
-        if type(c) == 'number' and c > 0 then readyAdd[lane] = true end
-      end
-    end
-  end
-end
+rejoin(readyAdd)
 local adds = {}
 for lane in pairs(readyAdd) do
   adds[#adds + 1] = vt

@@ -8,9 +8,11 @@
 -- and reap measure attempts minus refunds against the maximum: the refused claim is not spent.
 -- The lane is held until server TIME + delay_ms (or later, if it was already held longer): it
 -- leaves laneready and waits in lanewait; for a job without a lane the queue's own stream is
--- held (flow field hold). The job's joblane field is written for a job that had none. No wake
--- marker is pushed: nothing is claimable before the hold ends; the caller learns its end from
--- the reply, and idle workers from their next claim (FORMAT lanes). A job cancelled while
+-- held (flow field hold). The job's joblane field is written for a job that had none. While a
+-- hold runs no wake marker is pushed: nothing is claimable before it ends; the caller learns
+-- its end from the reply, and idle workers from their next claim (FORMAT lanes). When nothing
+-- is held (delay_ms 0, no longer hold) the job is claimable at once and the wake marker "1" is
+-- pushed, as snooze pushes it, unless the queue is paused. A job cancelled while
 -- claimed (FORMAT cancel) is refused ("EMQSTALE not active"), as snooze refuses it: its holder
 -- fails it instead, or reap sends it to dead when its lease runs out.
 --
@@ -29,6 +31,8 @@
 --          the Delay of the handler's bus.RateLimited error
 -- DERIVES  emq:{<q>}:job:<id>           the job's row: KEYS[1] up to its type, "job:", the id
 -- DERIVES  emq:{<q>}:lanepending:<lane> where a job of a lane, priority 0, waits
+-- DERIVES  emq:{<q>}:meta               hash; read: paused
+-- DERIVES  emq:{<q>}:wake               list of wake-up markers (FORMAT wake)
 -- FORMAT   jobid    see enqueue.lua
 -- FORMAT   servertime  see claim.lua
 -- FORMAT   fencing  see complete.lua
@@ -36,6 +40,7 @@
 -- FORMAT   lanes    see laneclaim.lua
 -- FORMAT   joblane  see laneclaim.lua
 -- FORMAT   cancel   see cancel.lua
+-- FORMAT   wake     see enqueue.lua
 -- REPLY    {where, at_ms}: where is "pending"; at_ms is when the job's lane may give work
 --          again (server TIME + delay_ms, or the later end of an earlier hold)
 -- ERROR    EMQSTALE   no row | not active | token mismatch (FORMAT fencing; nothing written)
@@ -72,6 +77,8 @@ local e = typeerr(KEYS[1], redis.call('TYPE', KEYS[1])['ok'], 'zset')
   or typeerr(KEYS[6], redis.call('TYPE', KEYS[6])['ok'], 'zset')
   or typeerr(KEYS[7], redis.call('TYPE', KEYS[7])['ok'], 'hash')
   or typeerr(KEYS[8], redis.call('TYPE', KEYS[8])['ok'], 'zset')
+  or typeerr(base .. 'meta', redis.call('TYPE', base .. 'meta')['ok'], 'hash')
+  or typeerr(base .. 'wake', redis.call('TYPE', base .. 'wake')['ok'], 'list')
 if e then return redis.error_reply(e) end
 local jk = base .. 'job:' .. id
 local kind = redis.call('TYPE', jk)['ok']
@@ -96,7 +103,7 @@ local vt = flow[2] and tonumber(flow[2])
 if flow[3] and not (#flow[3] <= 18 and string.match(flow[3], '^%-?[0-9]+$')) or flow[2] and (not vt or vt ~= vt) then
   return redis.error_reply('EMQTYPE ' .. KEYS[7] .. ' holds a waiting that is not an integer or a vt that is not a number')
 end
--- Out of active; the lane's slot is free (no wake: the lane is about to be held).
+-- Out of active; the lane's slot is free (the wake, if any, is pushed at the end).
 redis.call('ZREM', KEYS[1], id)
 if lane ~= '' then
   local n = (tonumber(redis.call('HGET', KEYS[4], lane)) or 0) - 1
@@ -131,5 +138,9 @@ else
   elseif not held then
     redis.call('ZADD', KEYS[5], 'NX', tonumber(flow[2]) or 0, lane)
   end
+end
+if untilMs <= now and redis.call('HGET', base .. 'meta', 'paused') ~= '1' then
+  redis.call('LPUSH', base .. 'wake', '1')
+  redis.call('LTRIM', base .. 'wake', 0, 15)
 end
 return {'pending', untilMs}
