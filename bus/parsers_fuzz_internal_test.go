@@ -117,7 +117,7 @@ func FuzzPeriodicSpec(f *testing.F) {
 		if n := ticks.next(last); n != -1 && n <= last {
 			t.Fatalf("%s: next(%d) = %d", in, last, n)
 		}
-		fire, skip := ticks.plan(last, now)
+		fire, skip, _ := ticks.plan(last, now)
 		keep := 1
 		if ticks.missed == MissedCatchUp {
 			keep = ticks.catchUp

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -119,11 +120,13 @@ func (b *Bus) encodePeriodic(op, queue string, p Periodic) (spec, payload []byte
 		return nil, nil, bad("Every: %v is not a whole number of milliseconds", p.Every)
 	case p.CatchUp < 0:
 		return nil, nil, bad("CatchUp: %d is negative", p.CatchUp)
-	case p.Zone == "Local":
-		// time.LoadLocation answers each process's own zone: schedulers in processes of
-		// different zones would not agree on the ticks. (A row stored with it before this
-		// check still fires, in each scheduler's zone.)
-		return nil, nil, bad(`Zone: "Local" is the zone of each process, not one every scheduler shares; name an IANA zone`)
+	case p.Zone == "Local" || p.Zone == "localtime" || p.Zone == "posixrules":
+		// time.LoadLocation answers each process's own zone for "Local", and the zone
+		// database's localtime and posixrules are links to the host's own on common systems
+		// (Debian's localtime is /etc/localtime): schedulers on hosts of different zones would
+		// not agree on the ticks. (A row stored with one before this check still fires, in
+		// each scheduler's zone.)
+		return nil, nil, bad("Zone: %q is the zone of each host, not one every scheduler shares; name an IANA zone", p.Zone)
 	}
 	s.EveryMs = p.Every.Milliseconds()
 	t, err := s.compile()
@@ -158,8 +161,9 @@ func (b *Bus) encodePeriodic(op, queue string, p Periodic) (spec, payload []byte
 
 // DeclarePeriodic declares the schedule p on queue, or updates its spec and payload: an upsert
 // that any number of processes may run at once, at every start. A new schedule fires no tick
-// at or before its declaration (server clock); an update keeps the last tick and the paused
-// state. Invalid input is refused before anything is written, with an error wrapping
+// at or before its declaration (server clock); an update keeps the paused state, and the last
+// tick when only the payload changed: a changed spec starts afresh, as a new schedule does (no
+// tick of it at or before the update fires; a tick of the old spec still due is passed over). Invalid input is refused before anything is written, with an error wrapping
 // [ErrInvalid] that names the field.
 func (b *Bus) DeclarePeriodic(ctx context.Context, queue string, p Periodic) error {
 	const op = "declare periodic"
@@ -198,7 +202,7 @@ func (b *Bus) RemovePeriodic(ctx context.Context, queue, name string) (bool, err
 
 // PrunePeriodic removes every schedule of queue whose name is not in keep, and returns the
 // names it removed: a deployment that declares its schedules at start prunes the ones it
-// dropped.
+// dropped. When a removal fails, the names removed are returned with the first error.
 func (b *Bus) PrunePeriodic(ctx context.Context, queue string, keep []string) ([]string, error) {
 	const op = "prune periodic"
 	q, err := b.queue(op, queue)
@@ -229,12 +233,18 @@ func (b *Bus) PrunePeriodic(ctx context.Context, queue string, keep []string) ([
 	if err != nil {
 		return nil, fmt.Errorf("bus: %s in queue %s: %w", op, queue, err)
 	}
+	// Every removal was sent: each one answered without an error was applied, whatever an
+	// earlier one answered.
+	removed := gone[:0]
+	var first error
 	for i, r := range out {
 		if r.err != nil {
-			return gone[:i], periodicError(op, queue, gone[i], r.err)
+			first = cmp.Or(first, periodicError(op, queue, gone[i], r.err))
+			continue
 		}
+		removed = append(removed, gone[i])
 	}
-	return gone, nil
+	return removed, first
 }
 
 // PausePeriodic pauses the schedule name of queue: it fires no tick until

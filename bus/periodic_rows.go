@@ -45,7 +45,8 @@ func (r *periodicRowData) declared() Periodic {
 
 // periodicRows reads the rows of names with HGETALL in one round trip, preceded by TIME when
 // withTime is set. A name whose row is gone, or that is no valid name (written into the index
-// by hand), is left out; a row that does not decode comes back with its err set.
+// by hand), is left out; a row that does not decode, or whose key holds another type, comes
+// back with its err set.
 func (b *Bus) periodicRows(ctx context.Context, q keys.Queue, names []string, withTime bool) ([]periodicRowData, time.Time, error) {
 	cmds := make(valkey.Commands, 0, len(names)+1)
 	if withTime {
@@ -74,6 +75,12 @@ func (b *Bus) periodicRows(ctx context.Context, q keys.Queue, names []string, wi
 	out := make([]periodicRowData, 0, len(names))
 	for i, name := range names {
 		m, err := res[i].AsStrMap()
+		if _, refused := valkey.IsValkeyErr(err); refused {
+			// The server's answer for this row alone (a key of another type): the row is
+			// reported with its error, the others are read and fired as usual.
+			out = append(out, periodicRowData{name: name, err: translate(err)})
+			continue
+		}
 		if err != nil {
 			return nil, time.Time{}, translate(err)
 		}

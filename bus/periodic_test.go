@@ -190,9 +190,11 @@ func TestPeriodicBadInput(t *testing.T) {
 	_, err = bus.NewScheduler(b, bus.SchedulerConfig{Queue: "a b"})
 	require.ErrorIs(t, err, bus.ErrInvalid)
 	require.Contains(t, err.Error(), "Queue")
-	_, err = bus.NewScheduler(b, bus.SchedulerConfig{Queue: name, Refresh: -time.Second})
-	require.ErrorIs(t, err, bus.ErrInvalid)
-	require.Contains(t, err.Error(), "Refresh")
+	for _, refresh := range []time.Duration{-time.Second, time.Millisecond} { // a busy loop of index reads
+		_, err = bus.NewScheduler(b, bus.SchedulerConfig{Queue: name, Refresh: refresh})
+		require.ErrorIs(t, err, bus.ErrInvalid)
+		require.Contains(t, err.Error(), "Refresh")
+	}
 	require.Empty(t, scanAll(t, c, "{"+name+"}"), "nothing written")
 }
 

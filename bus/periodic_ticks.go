@@ -208,10 +208,12 @@ func (t *ticks) scan(from, to int64, keep, limit int) (newest []int64, n int, co
 }
 
 // plan is what one pass does with a schedule's due ticks under its policy: the ticks to fire,
-// oldest first, and the tick to skip to (0 for none). Under MissedLatest and MissedSkip a pass
-// that comes later than the tick after the one it should have fired loses that tick by design;
-// MissedCatchUp is the policy for "every tick matters".
-func (t *ticks) plan(last, now int64) (fire []int64, skip int64) {
+// oldest first, the tick to skip to (0 for none), and how many due ticks neither fire nor are
+// skipped to but are passed over: all of them under a skip, the older ones beyond the ticks
+// fired otherwise. Under MissedLatest and MissedSkip a pass that comes later than the tick
+// after the one it should have fired loses that tick by design; MissedCatchUp is the policy
+// for "every tick matters".
+func (t *ticks) plan(last, now int64) (fire []int64, skip, dropped int64) {
 	keep := 1
 	if t.missed == MissedCatchUp {
 		keep = t.catchUp
@@ -219,9 +221,9 @@ func (t *ticks) plan(last, now int64) (fire []int64, skip int64) {
 	due, n := t.due(last, now, keep)
 	switch {
 	case n == 0:
-		return nil, 0
+		return nil, 0, 0
 	case t.missed == MissedSkip && n > 1:
-		return nil, due[len(due)-1]
+		return nil, due[len(due)-1], int64(n)
 	}
-	return due, 0
+	return due, 0, int64(n - len(due))
 }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valkey-io/valkey-go"
+
 	"github.com/echocache/echocache/keys"
 	"github.com/echocache/echocache/lua"
 )
@@ -32,7 +34,10 @@ type SchedulerConfig struct {
 	Queue string
 	// Refresh is how often the queue's index of schedules is re-read, to see schedules
 	// declared or removed by other processes; rows already known are re-read at every pass.
-	// Default 5 s ([DefaultSchedulerRefresh]).
+	// A schedule declared meanwhile is first seen at the next refresh: under MissedSkip, a
+	// schedule whose period is shorter than Refresh may lose its first ticks to that (under
+	// MissedLatest, all but the newest). At least [MinPeriodicEvery]. Default 5 s
+	// ([DefaultSchedulerRefresh]).
 	Refresh time.Duration
 	// Handles, when set, says whether a task kind has a handler: a fired task whose kind it
 	// does not handle (or a payload that is no task envelope) is logged at Warn and counted
@@ -58,8 +63,8 @@ func (c SchedulerConfig) validate() error {
 	if err := keys.ValidateName(c.Queue); err != nil {
 		return fmt.Errorf("%w: scheduler: Queue: %w", ErrInvalid, err)
 	}
-	if c.Refresh < 0 {
-		return fmt.Errorf("%w: scheduler: Refresh: %v is negative", ErrInvalid, c.Refresh)
+	if c.Refresh < MinPeriodicEvery {
+		return fmt.Errorf("%w: scheduler: Refresh: %v is shorter than %v (MinPeriodicEvery): every refresh re-reads the queue's index", ErrInvalid, c.Refresh, MinPeriodicEvery)
 	}
 	return nil
 }
@@ -68,7 +73,7 @@ func (c SchedulerConfig) validate() error {
 type SchedulerStats struct {
 	Passes      int64 // passes run: one read of the server's time and the rows, one batch of fires
 	Fired       int64 // ticks this scheduler fired: a job was enqueued
-	Skipped     int64 // ticks this scheduler skipped under MissedSkip
+	Skipped     int64 // due ticks this scheduler passed over by its policy: every one of a late pass under MissedSkip, those older than the ticks it fired under MissedLatest and MissedCatchUp
 	Fenced      int64 // ticks another process fired or skipped first (or the schedule was paused meanwhile)
 	UnknownKind int64 // fired tasks whose kind SchedulerConfig.Handles does not handle
 	Errors      int64 // passes that failed, fires refused with an error, rows that do not decode
@@ -102,9 +107,9 @@ type SchedulerStats struct {
 // fall-back night "0 * * * *" fires 01:00 EDT and 01:00 EST, and so does a daily "30 1 * * *"
 // (01:30 EDT and 01:30 EST). Declare such a schedule in UTC, or at a wall time outside 01:00
 // to 02:59, to fire it exactly once a day everywhere. In a zone whose offset changes by half
-// an hour (Australia/Lord_Howe), robfig/cron steps by whole hours and can miss a wall time
-// next to the change that does happen: on 2026-04-05 there (02:00 +11 back to 01:30 +10:30),
-// "0 2 * * *" does not fire, though 02:00 +10:30 comes once.
+// an hour (Australia/Lord_Howe) the same holds: on 2026-04-05 there (02:00 +11 back to 01:30
+// +10:30), "45 1 * * *" fires twice (01:45 +11 and 01:45 +10:30) and "0 2 * * *" once, at
+// 02:00 +10:30 (TestSchedulerHalfHourDST).
 type Scheduler struct {
 	b   *Bus
 	cfg SchedulerConfig
@@ -237,7 +242,8 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 	var runs []lua.Run
 	var fires []fire
 	next := int64(-1)
-	failed := false // a fire was not answered by the script
+	failed := false  // a fire was not answered by the script
+	ordered := false // a schedule has more than one run: they must apply in order
 	for i := range rows {
 		r := &rows[i]
 		if r.err != nil {
@@ -245,27 +251,43 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 			s.cfg.Logger.Error("bus: scheduler: a schedule row does not decode", "queue", s.cfg.Queue, "schedule", r.name, "err", r.err)
 			continue
 		}
-		if r.paused {
-			continue // its resume is seen at a refresh at the latest
-		}
-		due, skip := r.ticks.plan(r.last, nowMs)
-		for _, tick := range due {
-			runs = append(runs, s.fireRun(r.name, tick, false))
-			fires = append(fires, fire{row: r, tick: tick})
-		}
-		if skip > 0 {
-			runs = append(runs, s.fireRun(r.name, skip, true))
-			fires = append(fires, fire{row: r, tick: skip, skip: true})
-		}
+		// A paused row fires nothing, but the scheduler still wakes at its next tick: a resume
+		// meanwhile then fires that tick, where waiting for the refresh would pass over the
+		// ticks between under MissedSkip and MissedLatest.
 		if n := r.ticks.next(max(r.last, nowMs)); n >= 0 && (next < 0 || n < next) {
 			next = n
 		}
+		if r.paused {
+			continue
+		}
+		due, skip, dropped := r.ticks.plan(r.last, nowMs)
+		for i, tick := range due {
+			f := fire{row: r, tick: tick}
+			if i == 0 {
+				f.passed = dropped // counted as skipped once the oldest tick fired
+			}
+			runs = append(runs, s.fireRun(r.name, tick, false))
+			fires = append(fires, f)
+		}
+		if skip > 0 {
+			runs = append(runs, s.fireRun(r.name, skip, true))
+			fires = append(fires, fire{row: r, tick: skip, skip: true, passed: dropped})
+		}
+		ordered = ordered || len(due) > 1
 	}
 	if len(runs) > 0 {
 		// Close does not cut the fires short: a fire that reached the server is answered and
 		// counted, so the stats match the jobs enqueued.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), schedulerFireTimeout)
-		replies, _ := lua.Pipeline(fctx, s.b.client, runs, nil)
+		// A schedule's ticks go oldest first, each fenced by the one before (periodic_fire
+		// refuses a tick at or before last): by EVAL, so that none is answered NOSCRIPT and
+		// sent again after a newer one fired (lua.Ordered), which would lose it for good.
+		var replies []valkey.ValkeyResult
+		if ordered {
+			replies = lua.Ordered(fctx, s.b.client, runs)
+		} else {
+			replies, _ = lua.Pipeline(fctx, s.b.client, runs, nil)
+		}
 		cancel()
 		for i, res := range results(replies) {
 			s.fired1(fires[i], res)
@@ -287,9 +309,10 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 
 // fire is one tick a pass asked to fire or skip.
 type fire struct {
-	row  *periodicRowData
-	tick int64
-	skip bool
+	row    *periodicRowData
+	tick   int64
+	skip   bool
+	passed int64 // the due ticks the policy passes over with this one (Stats.Skipped)
 }
 
 // fireRun is the periodic_fire call of one tick of schedule name: a fire, or a skip.
@@ -324,9 +347,10 @@ func (s *Scheduler) fired1(f fire, res result) {
 	case n == 0:
 		s.fenced.Add(1)
 	case n == 2:
-		s.skipped.Add(1)
+		s.skipped.Add(f.passed)
 	default:
 		s.fired.Add(1)
+		s.skipped.Add(f.passed)
 		if s.cfg.Handles == nil {
 			return
 		}

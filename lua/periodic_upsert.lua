@@ -2,9 +2,12 @@
 --
 -- A new schedule's row gets its spec, its payload and last = the server's TIME, so that no tick
 -- at or before the declaration ever fires; its name joins the queue's index. On an existing row,
--- spec and payload are rewritten when either differs, and last and paused are kept, so any
--- number of processes may declare the same schedule at once, at every start, and it fires as
--- if declared once. The spec is opaque here: the clients that run the scheduler read it. Every
+-- spec and payload are rewritten when either differs, and paused is kept, so any number of
+-- processes may declare the same schedule at once, at every start, and it fires as if declared
+-- once. last is kept when the spec is the same; a changed spec starts afresh as a new one
+-- does: last moves to the server's TIME when that is later, so no tick of the new spec at or
+-- before the update fires (they were never the schedule's), and a tick of the old one still
+-- due then is passed over. The spec is opaque here: the clients that run the scheduler read it. Every
 -- check runs before the first write, so a refused call writes nothing.
 --
 -- KEYS[1]  emq:{<q>}:periodics          score-0 set of the queue's schedule names
@@ -72,6 +75,15 @@ if old[3] then
   if old[1] == spec and old[2] == payload then
     if listed then return -1 end
     return 0
+  end
+  if old[1] ~= spec then
+    local t = redis.call('TIME')
+    local now = t[1] * 1000 + math.floor(t[2] / 1000)
+    local last = tonumber(old[3])
+    if not last or last < now then
+      redis.call('HSET', KEYS[2], 'spec', spec, 'payload', payload, 'last', now)
+      return 0
+    end
   end
   redis.call('HSET', KEYS[2], 'spec', spec, 'payload', payload)
   return 0

@@ -39,6 +39,21 @@ func Pipeline(ctx context.Context, c Doer, runs []Run, then func(valkey.Builder)
 	return (*Loaded)(nil).Pipeline(ctx, c, runs, then)
 }
 
+// Ordered sends runs in one round trip (per node, on a cluster) by EVAL, in order, for runs
+// whose order matters: each fenced against the one before it, as the ticks of one periodic
+// schedule are. Pipeline sends a run answered NOSCRIPT again after the runs that followed it,
+// which ran: when the script got loaded between two runs (by another client's EVAL, on a
+// server whose cache a restart or a failover emptied), they apply out of order. By EVAL none
+// answers NOSCRIPT, at the cost of each script's source per run. replies[i] is the reply of
+// runs[i].
+func Ordered(ctx context.Context, c Doer, runs []Run) []valkey.ValkeyResult {
+	cmds := make(valkey.Commands, len(runs))
+	for i, r := range runs {
+		cmds[i] = command(c.B(), r, false)
+	}
+	return c.DoMulti(ctx, cmds...)
+}
+
 // Loaded is what one client learned of the scripts its server holds loaded, so that a
 // pipeline followed by a wait sends each run by EVALSHA only where its script is known to be
 // loaded, and by EVAL elsewhere: the wait then follows scripts that ran, once.
