@@ -34,7 +34,7 @@ func (b *Bus) SetLaneLimits(ctx context.Context, queue, lane string, l LaneLimit
 	if err := laneArg(op, queue, lane); err != nil {
 		return err
 	}
-	if err := l.validate("LaneLimits"); err != nil {
+	if err := l.validate(fmt.Sprintf("%s in queue %s, lane %s: LaneLimits", op, queue, lane)); err != nil {
 		return err
 	}
 	args := append([]string{lane}, l.args()...)
@@ -57,10 +57,10 @@ func (b *Bus) SetQueueLimits(ctx context.Context, queue string, l QueueLimits) e
 	if err != nil {
 		return err
 	}
-	if err := l.Rate.validate("QueueLimits.Rate"); err != nil {
+	if err := l.Rate.validate(fmt.Sprintf("%s in queue %s: QueueLimits.Rate", op, queue)); err != nil {
 		return err
 	}
-	if err := l.Lanes.validate("QueueLimits.Lanes"); err != nil {
+	if err := l.Lanes.validate(fmt.Sprintf("%s in queue %s: QueueLimits.Lanes", op, queue)); err != nil {
 		return err
 	}
 	rate := LaneLimits{Rate: l.Rate}.args()[1:4]

@@ -289,8 +289,10 @@ func TestLaneBadInput(t *testing.T) {
 			err := b.SetLaneLimits(ctx, name, "a", tc.l)
 			require.ErrorIs(t, err, bus.ErrInvalid, tc.field)
 			require.Contains(t, err.Error(), tc.field)
+			require.Contains(t, err.Error(), "queue "+name+", lane a", "the error names the queue and the lane")
 			err = b.SetQueueLimits(ctx, name, bus.QueueLimits{Lanes: tc.l})
 			require.ErrorIs(t, err, bus.ErrInvalid, tc.field)
+			require.Contains(t, err.Error(), "queue "+name)
 		}
 		_, err := b.Enqueue(ctx, name, []byte("x"), &bus.EnqueueOpts{Priority: 4})
 		require.ErrorIs(t, err, bus.ErrInvalid)
