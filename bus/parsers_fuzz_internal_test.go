@@ -117,7 +117,10 @@ func FuzzPeriodicSpec(f *testing.F) {
 		if n := ticks.next(last); n != -1 && n <= last {
 			t.Fatalf("%s: next(%d) = %d", in, last, n)
 		}
-		fire, skip, _ := ticks.plan(last, now)
+		fire, skip, dropped := ticks.plan(last, now)
+		if dropped < 0 || skip != 0 && dropped < 2 || len(fire) == 0 && skip == 0 && dropped != 0 {
+			t.Fatalf("%s: plan(%d, %d) fires %v, skips to %d and passes over %d", in, last, now, fire, skip, dropped)
+		}
 		keep := 1
 		if ticks.missed == MissedCatchUp {
 			keep = ticks.catchUp
