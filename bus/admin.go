@@ -71,7 +71,7 @@ func (b *Bus) Reap(ctx context.Context, queue string, opts *ReapOpts) (Reaped, e
 		if opts.MaxAttempts < 0 {
 			return Reaped{}, fmt.Errorf("%w: %s in queue %s: negative MaxAttempts", ErrInvalid, op, queue)
 		}
-		maxAttempts = opts.MaxAttempts
+		maxAttempts = scriptCount(opts.MaxAttempts)
 	}
 	args := []string{itoa(int64(limit)), itoa(int64(maxAttempts)), itoa(int64(b.cfg.MaxAttempts))}
 	msg, err := b.exec(ctx, lua.Run{Script: scReap, Keys: keysOf(scReap, q), Args: args}, nil)
@@ -179,7 +179,8 @@ func (b *Bus) SetMaxAttempts(ctx context.Context, queue string, n int) error {
 // SetDeadLimit bounds the queue's dead jobs: a job that dies (its attempts spent, its last
 // lease run out, or cancelled while it ran) when dead holds more than n deletes the oldest
 // other dead jobs (by mint order) for good, with their failure histories, so that dead keeps
-// the n newest. One death deletes at most 100 more than it adds: after a lower limit, dead
+// the n newest by mint order, and the job that just died whatever its age (an old job that
+// dies after newer ones is deleted at a later death, not by its own). One death deletes at most 100 more than it adds: after a lower limit, dead
 // shrinks over the deaths that follow ([Bus.PurgeDead] deletes at once). 0 clears the limit
 // (the default): dead jobs are kept until they are retried or purged. n must be at most
 // [lua.MaxUint].
@@ -267,7 +268,9 @@ func (b *Bus) RetryDead(ctx context.Context, queue string, ids ...keys.JobID) (i
 
 // PurgeOpts are the options of [Bus.PurgeDead]; nil means defaults.
 type PurgeOpts struct {
-	// IDs, when set, names the dead jobs to delete, all or nothing; Limit is then ignored.
+	// IDs, when not nil, names the dead jobs to delete, all or nothing; Limit is then
+	// ignored. An empty, non-nil IDs is refused ([ErrInvalid]): it selects nothing, and must
+	// not read as "the oldest".
 	IDs []keys.JobID
 	// Limit bounds how many of the oldest dead jobs one call deletes. Default 100
 	// ([DefaultLimit]).
@@ -282,16 +285,21 @@ func (b *Bus) PurgeDead(ctx context.Context, queue string, opts *PurgeOpts) ([]k
 	if err != nil {
 		return nil, err
 	}
-	limit, err := limitOf(op, queue, opts != nil, func() int { return opts.Limit })
-	if err != nil {
-		return nil, err
-	}
-	if opts != nil && len(opts.IDs) > MaxBatch {
+	byID := opts != nil && opts.IDs != nil
+	switch {
+	case byID && len(opts.IDs) == 0:
+		return nil, fmt.Errorf("%w: %s in queue %s: PurgeOpts.IDs is empty; leave it nil to purge the oldest dead jobs", ErrInvalid, op, queue)
+	case byID && len(opts.IDs) > MaxBatch:
 		return nil, fmt.Errorf("%w: %s in queue %s: %d ids; one call takes at most %d (MaxBatch)", ErrInvalid, op, queue, len(opts.IDs), MaxBatch)
 	}
+	limit := 0
+	if !byID {
+		if limit, err = limitOf(op, queue, opts != nil, func() int { return opts.Limit }); err != nil {
+			return nil, err
+		}
+	}
 	args := []string{itoa(int64(limit))}
-	if opts != nil && len(opts.IDs) > 0 {
-		args[0] = "0"
+	if byID {
 		for _, id := range opts.IDs {
 			if err := jobArg(op, queue, id); err != nil {
 				return nil, err

@@ -67,17 +67,22 @@ type Config struct {
 	SubscribeBuffer int
 }
 
-// withDefaults is c with every zero field set to its default, and a negative MaxAttempts (no
-// maximum) or PromoteLimit (no promote on claim) turned into the scripts' 0.
+// withDefaults is c with every zero field set to its default, a negative MaxAttempts (no
+// maximum) or PromoteLimit (no promote on claim) turned into the scripts' 0, and the counts
+// the scripts take bounded by [lua.MaxUint] (math.MaxInt, a natural "unlimited", is then
+// what the scripts can read: 10^15 attempts is no maximum in practice).
 func (c Config) withDefaults() Config {
-	c.MaxPayload = cmp.Or(c.MaxPayload, DefaultMaxPayload)
-	c.MaxAttempts = max(cmp.Or(c.MaxAttempts, DefaultMaxAttempts), 0)
+	c.MaxPayload = min(cmp.Or(c.MaxPayload, DefaultMaxPayload), lua.MaxUint)
+	c.MaxAttempts = scriptCount(cmp.Or(c.MaxAttempts, DefaultMaxAttempts))
 	c.Lease = cmp.Or(c.Lease, DefaultLease)
-	c.PromoteLimit = max(cmp.Or(c.PromoteLimit, DefaultPromoteLimit), 0)
+	c.PromoteLimit = scriptCount(cmp.Or(c.PromoteLimit, DefaultPromoteLimit))
 	c.UniqueTTL = cmp.Or(c.UniqueTTL, DefaultUniqueTTL)
 	c.SubscribeBuffer = cmp.Or(c.SubscribeBuffer, DefaultSubscribeBuffer)
 	return c
 }
+
+// scriptCount is n as a count the scripts take: 0 for a negative n, at most [lua.MaxUint].
+func scriptCount(n int) int { return min(max(n, 0), lua.MaxUint) }
 
 // validate refuses what no default mends; it runs on c.withDefaults().
 func (c Config) validate() error {

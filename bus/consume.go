@@ -114,12 +114,9 @@ func (b *Bus) claimRun(queue string, opts *ClaimOpts) (keys.Queue, lua.Run, int,
 	if lease == 0 {
 		lease = b.cfg.Lease
 	}
-	promote := o.PromoteLimit
-	switch {
-	case promote == 0:
-		promote = b.cfg.PromoteLimit
-	case promote < 0:
-		promote = 0
+	promote := b.cfg.PromoteLimit
+	if o.PromoteLimit != 0 {
+		promote = scriptCount(o.PromoteLimit)
 	}
 	return q, lua.Run{Script: scClaim, Keys: keysOf(scClaim, q), Args: []string{itoa(msCeil(lease)), itoa(int64(count)), itoa(int64(promote))}}, count, nil
 }

@@ -1,6 +1,8 @@
 package bus_test
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -112,4 +114,32 @@ func TestDropQueueTag(t *testing.T) {
 	require.EqualValues(t, 13, n, "10 rows, pending, wake and the stray key")
 	require.Empty(t, scanAll(t, c, "{"+name+"}"))
 	require.Len(t, scanAll(t, c, "{"+name+"x}"), 3, "the other queue's row, pending and wake")
+}
+
+// TestDropByOtherBusRelists: a producer's Bus goes on writing to a queue another process
+// dropped; it lists the queue again once its memo of the listing is older than relistEvery
+// (a minute; 50 ms here). Its memo used to last for the process's life, and the live queue
+// was missing from Queues until the producer restarted.
+func TestDropByOtherBusRelists(t *testing.T) {
+	t.Parallel()
+	srv := valkeytest.Shared(t)
+	ctx := context.Background()
+	producer, operator := newBus(t, srv.Client(t), bus.Config{}), newBus(t, srv.Client(t), bus.Config{})
+	bus.SetRelistEvery(producer, 50*time.Millisecond)
+	name := valkeytest.TestName(t)
+	listed := func() bool {
+		qs, err := operator.Queues(ctx)
+		require.NoError(t, err)
+		return slices.ContainsFunc(qs, func(q bus.QueueInfo) bool { return q.Name == name })
+	}
+	_, err := producer.Enqueue(ctx, name, []byte("x"), nil)
+	require.NoError(t, err)
+	require.True(t, listed())
+	_, err = operator.DropQueue(ctx, name, nil)
+	require.NoError(t, err)
+	require.False(t, listed())
+	time.Sleep(60 * time.Millisecond)
+	_, err = producer.Enqueue(ctx, name, []byte("y"), nil)
+	require.NoError(t, err)
+	require.True(t, listed(), "the queue holds a job again: it is listed again")
 }

@@ -227,7 +227,7 @@ func (b *Bus) Fail(ctx context.Context, j Job, opts *FailOpts) (Outcome, error) 
 	if o.MaxAttempts < 0 {
 		return Outcome{}, fmt.Errorf("%w: %s %s in queue %s: FailOpts.MaxAttempts %d must not be negative", ErrInvalid, op, j.ID, j.Queue, o.MaxAttempts)
 	}
-	args := []string{j.ID.String(), itoa(j.Token), itoa(msCeil(o.Backoff)), itoa(int64(o.MaxAttempts)), itoa(int64(b.cfg.MaxAttempts)), failureText(o.Error)}
+	args := []string{j.ID.String(), itoa(j.Token), itoa(msCeil(o.Backoff)), itoa(int64(scriptCount(o.MaxAttempts))), itoa(int64(b.cfg.MaxAttempts)), failureText(o.Error)}
 	msg, err := b.exec(ctx, lua.Run{Script: scFail, Keys: keysOf(scFail, q), Args: args}, &o.Ack)
 	return outcome(op, call{op, j.Queue, j.ID, j.Token}, msg, err)
 }

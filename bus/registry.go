@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,8 +16,9 @@ import (
 // The queue registry: emq:queues, one sorted set outside any hash tag, scored by the unix ms a
 // queue was first seen (see keys.QueueRegistry). A Bus adds a queue with ZADD NX after its
 // first successful write to it (enqueue, DeclarePeriodic, Pause, Resume, SetMaxAttempts) and
-// a Worker when it starts, once per Bus and name: afterwards a write pays one lock-free map
-// read. A tool lists every queue, empty ones included, with one ZRANGE, on a cluster too (the
+// a Worker when it starts, once per Bus and name and minute (relistEvery): in between a write
+// pays one lock-free map read. The minute is for a queue another process dropped (DropQueue
+// removes the name): a producer that goes on writing to it lists it again within a minute. A tool lists every queue, empty ones included, with one ZRANGE, on a cluster too (the
 // set is in one slot; any node redirects to it).
 //
 // Why not a key per queue found by SCAN: listing 200 queues would walk every key of every
@@ -26,9 +28,13 @@ import (
 
 // registry is the Bus's memo of the names it has listed.
 type registry struct {
-	listed sync.Map     // queue name -> struct{}: ZADD NX succeeded
-	size   atomic.Int64 // names in listed, bounded by maxCachedQueues
+	listed sync.Map      // queue name -> time.Time: when ZADD NX last succeeded
+	size   atomic.Int64  // names in listed, bounded by maxCachedQueues
+	every  time.Duration // relistEvery unless a test sets it (export_test.go)
 }
+
+// relistEvery is how long a Bus trusts that a name it listed is still in the registry.
+const relistEvery = time.Minute
 
 // QueueInfo is one queue of the registry.
 type QueueInfo struct {
@@ -72,19 +78,21 @@ func (b *Bus) listAfter(ctx context.Context, q keys.Queue, err error) error {
 	return err
 }
 
-// list adds name to the registry once per Bus; it reports whether the name is listed.
+// list adds name to the registry once per Bus and relistEvery; it reports whether the name
+// is listed.
 func (b *Bus) list(ctx context.Context, name string) error {
-	if _, ok := b.reg.listed.Load(name); ok {
+	now := time.Now()
+	if at, ok := b.reg.listed.Load(name); ok && now.Sub(at.(time.Time)) < cmp.Or(b.reg.every, relistEvery) {
 		return nil
 	}
 	cmd := b.client.B().Zadd().Key(keys.QueueRegistry()).Nx().ScoreMember().
-		ScoreMember(float64(time.Now().UnixMilli()), name).Build()
+		ScoreMember(float64(now.UnixMilli()), name).Build()
 	if err := b.client.Do(ctx, cmd).Error(); err != nil {
 		return fmt.Errorf("bus: listing queue %s in %s: %w", name, keys.QueueRegistry(), translate(err))
 	}
 	// Past the bound a name is sent again at each write: ZADD NX keeps its first score. A
 	// name counts once however many writers listed it at the same time.
-	if _, loaded := b.reg.listed.LoadOrStore(name, struct{}{}); !loaded && b.reg.size.Add(1) > maxCachedQueues {
+	if _, loaded := b.reg.listed.Swap(name, now); !loaded && b.reg.size.Add(1) > maxCachedQueues {
 		b.reg.listed.Delete(name)
 		b.reg.size.Add(-1)
 	}
