@@ -72,6 +72,9 @@ func (p *pendingInvals) addLocked(ids []string) {
 		p.ids = make(map[string]struct{})
 	}
 	for _, id := range ids {
+		if _, owed := p.ids[id]; owed {
+			continue // owed once, however often it failed: the bound counts distinct ids
+		}
 		if len(p.ids) >= p.max {
 			p.all, p.ids, p.from = true, nil, flushPos{}
 			return
@@ -210,6 +213,10 @@ func (t *Table[K, V]) retryPending(ctx context.Context) error {
 				return fmt.Errorf("cache: table %s: retrying %d invalidations: %w", t.spec.Name, len(left), err)
 			}
 			t.cs.sent.Add(1)
+			// The message carries this process's own token, which the subscription skips
+			// (a writer drops its ids itself): so does the retry, for the copies L1 took of
+			// the rows meanwhile (reads of an owing table go to L2 when degraded mode is off).
+			t.dropIDs(batch)
 		}
 	}
 	t.pending.settle()

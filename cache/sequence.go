@@ -244,7 +244,10 @@ func (ts *tableState) onMessage(m inval) {
 	case ts.isRetired(m.epoch):
 		// A late message of an epoch already left: its ids are dropped below.
 	case ts.epoch == "" && m.seq == 1:
-		ts.adopt(m.epoch, m.seq, m.token) // the record was just made: nothing was missed
+		// The record was just made: nothing was missed. By a flush (InvalidateAll on a table
+		// without a record yet: its message names no ids) every row went, and L1's go too.
+		ts.adopt(m.epoch, m.seq, m.token)
+		flush = len(m.ids) == 0
 	default:
 		flush = true // a new epoch: a whole-table invalidation or a lost record
 		ts.adopt(m.epoch, m.seq, m.token)

@@ -27,7 +27,9 @@ import (
 // invalidation, so no process is left with an older copy; this process drops its entry as
 // after any Set and reads the newer row next. An equal version is written (a retry is
 // idempotent). Against a row without a version (written before the table was versioned, or
-// by an unversioned writer) v is written as on an unversioned table.
+// by an unversioned writer) v is written as on an unversioned table, and so it is where there
+// is no row (deleted, expired) or only a fill's lease: a late older v then stays until the
+// TTL (see the README's "Set with a version").
 func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 	t.writeMu.RLock()
 	defer t.writeMu.RUnlock()

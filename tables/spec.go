@@ -73,7 +73,10 @@ type Spec struct {
 	// InvalidateAll and the reconcile work across the shards. Every process must declare a
 	// table with the same Shards: a process with another count looks for rows in other
 	// places and listens on other channels. Changing it is a new layout: the old layout's
-	// rows are not read and expire with their TTL. In [1, keys.MaxShards] (256). Default
+	// rows are not read and expire with their TTL. Going back to an earlier count within the
+	// TTL reads that layout's rows again, as old as they are (shard i of any count is the same
+	// key): call InvalidateAll under the earlier count first, or wait out the TTL. In [1,
+	// keys.MaxShards] (256). Default
 	// DefaultShards (1): the unsharded layout ecc:{<Name>}:<id>, as before shards existed.
 	Shards int
 
