@@ -52,7 +52,7 @@ func (d *Dashboard) act(a Action, fn actionFunc) http.Handler {
 			return
 		}
 		if a == ActionPauseLane || a == ActionResumeLane {
-			if err := keys.ValidateLane(r.PathValue("lane")); err != nil {
+			if err := keys.ValidateLane(r.PostFormValue("lane")); err != nil {
 				d.fail(w, r, http.StatusBadRequest, err.Error())
 				return
 			}
@@ -126,9 +126,9 @@ func describe(a Action, queue string, r *http.Request) string {
 	case ActionPurge:
 		return "Purge " + what + " of queue " + queue + "? They are deleted for good."
 	case ActionPauseLane:
-		return "Pause lane " + r.PathValue("lane") + " of queue " + queue + "? Claims skip it while its jobs wait; its running jobs run on."
+		return "Pause lane " + r.PostFormValue("lane") + " of queue " + queue + "? Claims skip it while its jobs wait; its running jobs run on."
 	case ActionResumeLane:
-		return "Resume lane " + r.PathValue("lane") + " of queue " + queue + "?"
+		return "Resume lane " + r.PostFormValue("lane") + " of queue " + queue + "?"
 	case ActionCancel:
 		return "Cancel job " + r.PathValue("id") + " of queue " + queue + "?"
 	}

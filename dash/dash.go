@@ -205,8 +205,10 @@ func (d *Dashboard) routes() {
 	m.Handle("POST /queues/{queue}/retry", d.act(ActionRetry, d.retry))
 	m.Handle("POST /queues/{queue}/purge", d.act(ActionPurge, d.purge))
 	m.Handle("POST /queues/{queue}/jobs/{id}/cancel", d.act(ActionCancel, d.cancelJob))
-	m.Handle("POST /queues/{queue}/lanes/{lane}/pause", d.act(ActionPauseLane, d.pauseLane))
-	m.Handle("POST /queues/{queue}/lanes/{lane}/resume", d.act(ActionResumeLane, d.resumeLane))
+	// The lane goes in the form, not the path: names may be "." and "..", dot segments a
+	// browser resolves, and "lanes/../pause" would be the queue's own pause.
+	m.Handle("POST /queues/{queue}/lanes/pause", d.act(ActionPauseLane, d.pauseLane))
+	m.Handle("POST /queues/{queue}/lanes/resume", d.act(ActionResumeLane, d.resumeLane))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, http.StatusNotFound, "no such page: "+r.URL.Path)
 	})

@@ -109,11 +109,11 @@ func laneRate(r bus.Rate) string {
 }
 
 func (d *Dashboard) pauseLane(ctx context.Context, r *http.Request, queue string) (string, error) {
-	lane := r.PathValue("lane")
+	lane := r.PostFormValue("lane")
 	return "paused lane " + lane + " of " + queue, d.cfg.Bus.PauseLane(ctx, queue, lane)
 }
 
 func (d *Dashboard) resumeLane(ctx context.Context, r *http.Request, queue string) (string, error) {
-	lane := r.PathValue("lane")
+	lane := r.PostFormValue("lane")
 	return "resumed lane " + lane + " of " + queue, d.cfg.Bus.ResumeLane(ctx, queue, lane)
 }

@@ -213,25 +213,25 @@ func TestLaneActions(t *testing.T) {
 		require.NoError(t, err)
 		return l.Paused
 	}
-	pause := "/queues/" + q + "/lanes/acme/pause"
+	pause := "/queues/" + q + "/lanes/pause"
 
 	// Without confirm=yes: the confirmation page, nothing done.
-	resp, body := s.post(pause, url.Values{"csrf": {tok}, "back": {prefix + page}}, sameOrigin)
+	resp, body := s.post(pause, url.Values{"lane": {"acme"}, "csrf": {tok}, "back": {prefix + page}}, sameOrigin)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.Contains(t, body, "Pause lane acme of queue "+q+"? Claims skip it while its jobs wait")
 	require.False(t, paused(), "asking is not doing")
 
 	// Refusals: no token, read-only, not authorized, a bad lane name.
-	resp, body = s.post(pause, url.Values{"confirm": {"yes"}}, sameOrigin)
+	resp, body = s.post(pause, url.Values{"lane": {"acme"}, "confirm": {"yes"}}, sameOrigin)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Contains(t, body, "no CSRF token")
-	resp, _ = s.post(pause, url.Values{"csrf": {tok}, "confirm": {"yes"}}, map[string]string{"Sec-Fetch-Site": "cross-site"})
+	resp, _ = s.post(pause, url.Values{"lane": {"acme"}, "csrf": {tok}, "confirm": {"yes"}}, map[string]string{"Sec-Fetch-Site": "cross-site"})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	ro := setup(t, client, dash.Config{ReadOnly: true})
 	_, body = ro.get(page)
 	require.NotContains(t, body, `id="pause-lane-acme"`)
 	require.Contains(t, body, `<tr data-lane="acme">`)
-	resp, body = ro.post(pause, url.Values{"confirm": {"yes"}}, sameOrigin)
+	resp, body = ro.post(pause, url.Values{"lane": {"acme"}, "confirm": {"yes"}}, sameOrigin)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Contains(t, body, "read-only")
 	var asked atomic.Value
@@ -240,17 +240,17 @@ func TestLaneActions(t *testing.T) {
 		return a == dash.ActionView || a == dash.ActionResumeLane
 	}})
 	azTok := az.token(page)
-	resp, body = az.post(pause, url.Values{"csrf": {azTok}, "confirm": {"yes"}}, sameOrigin)
+	resp, body = az.post(pause, url.Values{"lane": {"acme"}, "csrf": {azTok}, "confirm": {"yes"}}, sameOrigin)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Contains(t, body, "not authorized to pause-lane")
 	require.Equal(t, dash.ActionPauseLane, asked.Load())
-	resp, body = s.post("/queues/"+q+"/lanes/bad%20name/pause", url.Values{"csrf": {tok}, "confirm": {"yes"}}, sameOrigin)
+	resp, body = s.post(pause, url.Values{"lane": {"bad name"}, "csrf": {tok}, "confirm": {"yes"}}, sameOrigin)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, body, "lane: keys: invalid name")
 	require.False(t, paused(), "every refusal changed nothing")
 
 	// Confirmed: paused, back to the lanes tab with the message, the row shows it.
-	resp, body = s.post(pause, url.Values{"csrf": {tok}, "back": {prefix + page}, "confirm": {"yes"}}, sameOrigin)
+	resp, body = s.post(pause, url.Values{"lane": {"acme"}, "csrf": {tok}, "back": {prefix + page}, "confirm": {"yes"}}, sameOrigin)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
 	loc := resp.Header.Get("Location")
 	require.True(t, strings.HasPrefix(loc, prefix+page+"&done="), loc)
@@ -261,7 +261,39 @@ func TestLaneActions(t *testing.T) {
 	require.Contains(t, body, `id="resume-lane-acme"`)
 
 	// Resume, by an Authorize that allows it.
-	resp, _ = az.post("/queues/"+q+"/lanes/acme/resume", url.Values{"csrf": {azTok}, "confirm": {"yes"}}, sameOrigin)
+	resp, _ = az.post("/queues/"+q+"/lanes/resume", url.Values{"lane": {"acme"}, "csrf": {azTok}, "confirm": {"yes"}}, sameOrigin)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.False(t, paused())
+}
+
+// TestLaneActionDotNames: lanes may be named "." and "..", which a browser resolves as path
+// segments: the pause form of lane ".." posted to ".../lanes/../pause", which is the queue's
+// own pause. The lane goes in the form: the action is the same path for every lane, and the
+// lane ".." is paused, not the queue.
+func TestLaneActionDotNames(t *testing.T) {
+	t.Parallel()
+	s := setup(t, valkeytest.Shared(t).Client(t), dash.Config{})
+	ctx := context.Background()
+	q := name(t, "")
+	for _, lane := range []string{".", ".."} {
+		_, err := s.bus.Enqueue(ctx, q, []byte("x"), &bus.EnqueueOpts{Lane: lane})
+		require.NoError(t, err)
+	}
+	page := "/queues/" + q + "?set=lanes"
+	_, body := s.get(page)
+	actions := regexp.MustCompile(`<form method="post" action="([^"]+)"[^>]*data-confirm="Pause lane`).FindAllStringSubmatch(body, -1)
+	require.Len(t, actions, 2)
+	for _, a := range actions {
+		require.Equal(t, prefix+"/queues/"+q+"/lanes/pause", a[1], "no lane in the path")
+	}
+	require.Contains(t, body, `<input type="hidden" name="lane" value="..">`)
+
+	resp, body := s.post("/queues/"+q+"/lanes/pause", url.Values{"lane": {".."}, "csrf": {s.token(page)}, "confirm": {"yes"}}, sameOrigin)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+	l, err := s.bus.Lane(ctx, q, "..")
+	require.NoError(t, err)
+	require.True(t, l.Paused, "the lane .. is paused")
+	cs, err := s.bus.Counts(ctx, q)
+	require.NoError(t, err)
+	require.False(t, cs.Paused, "the queue is not")
 }

@@ -117,7 +117,9 @@ func (s *sampler) pass(ctx context.Context) {
 		}
 		s.add(q.Name, fs)
 	}
-	for name := range s.rings {
+	// Over prev, which holds every queue read (rings only those read twice): a queue read
+	// once and then gone would else stay in prev for the dashboard's life.
+	for name := range s.prev {
 		if !seen[name] {
 			delete(s.rings, name)
 			delete(s.prev, name)

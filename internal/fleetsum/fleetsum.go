@@ -28,8 +28,14 @@ import (
 // ForgetAfter is how long a member that left is remembered on its own, in case it comes back
 // (a report that expired while its process was stalled); past it, its last counters join the
 // fleet's sum of members gone for good, so memory stays bounded by the members of the last
-// hour.
+// hour. A member that comes back later still (a process cut off from Valkey for hours) is
+// recognised for TombstoneFor more: its counters leave the sum of the gone as it rejoins, so
+// they are not counted twice.
 const ForgetAfter = time.Hour
+
+// TombstoneFor is how long the last counters of a forgotten member are kept, beside the sum
+// of the gone, in case it reports again under its key.
+const TombstoneFor = 24 * time.Hour
 
 // Sums is the memory of the fleets one exporter reports. The zero value is ready; it is safe
 // for concurrent use.
@@ -42,6 +48,7 @@ type Sums struct {
 type fleet struct {
 	members map[string]*member // by member key; ended lives are kept under keys of their own
 	gone    counters           // the members forgotten after ForgetAfter, summed
+	tombs   map[string]*member // the forgotten members, by key, their goneAt when forgotten
 	lives   int                // numbers the keys of ended lives
 }
 
@@ -133,10 +140,20 @@ func (s *Sums) total(name string, cur map[string]counters, now time.Time) counte
 	}
 	f := s.fleets[name]
 	if f == nil {
-		f = &fleet{members: map[string]*member{}, gone: counters{}}
+		f = &fleet{members: map[string]*member{}, gone: counters{}, tombs: map[string]*member{}}
 		s.fleets[name] = f
 	}
 	for key, c := range cur {
+		if t := f.tombs[key]; t != nil {
+			// A forgotten member reports again: its counters leave the sum of the gone, and
+			// it is a member again (a restart meanwhile, counters lower, is another life).
+			delete(f.tombs, key)
+			if !below(c, t.last) {
+				for k, v := range t.last {
+					f.gone[k] -= v
+				}
+			}
+		}
 		if p := f.members[key]; p != nil && below(c, p.last) {
 			// The counters went down: the member restarted under the same key. Its previous
 			// life stays counted, as a member that left.
@@ -161,6 +178,12 @@ func (s *Sums) total(name string, cur map[string]counters, now time.Time) counte
 				f.gone[k] += v
 			}
 			delete(f.members, key)
+			f.tombs[key] = &member{last: p.last, goneAt: now}
+		}
+	}
+	for key, t := range f.tombs {
+		if now.Sub(t.goneAt) > TombstoneFor {
+			delete(f.tombs, key)
 		}
 	}
 	return sum

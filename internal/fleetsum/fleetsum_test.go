@@ -35,6 +35,34 @@ func TestTotalNeverGoesDown(t *testing.T) {
 	require.Empty(t, s.total("other", nil, at(0)), "fleets are apart")
 }
 
+// TestForgottenMemberComesBack: a member forgotten after ForgetAfter (its counters folded into
+// the sum of the gone) that reports again under its key, a process cut off for over an hour,
+// is counted once: its counters leave the sum of the gone as it rejoins. They were counted in
+// both, and the fleet's total jumped by the member's whole life. One that comes back
+// restarted (counters lower) is another life: its first stays counted.
+func TestForgottenMemberComesBack(t *testing.T) {
+	var s Sums
+	t0 := time.Unix(1_800_000_000, 0)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	c := func(a float64) counters { return counters{"a": a} }
+	require.Equal(t, c(1010), s.total("q", map[string]counters{"w1": c(1000), "w2": c(10)}, at(0)))
+	require.Equal(t, c(1011), s.total("q", map[string]counters{"w2": c(11)}, at(time.Second)))
+	require.Equal(t, c(1012), s.total("q", map[string]counters{"w2": c(12)}, at(2*time.Hour)))
+	require.NotContains(t, s.fleets["q"].members, "w1", "w1 is forgotten")
+	require.Equal(t, c(1013), s.total("q", map[string]counters{"w1": c(1000), "w2": c(13)}, at(3*time.Hour)), "w1 back: counted once")
+	require.Equal(t, c(1015), s.total("q", map[string]counters{"w1": c(1001), "w2": c(14)}, at(3*time.Hour+time.Second)))
+
+	// A member forgotten, then back restarted (its counters from zero): its first life stays.
+	require.Equal(t, c(1015), s.total("q", map[string]counters{"w2": c(14)}, at(4*time.Hour)))
+	require.Equal(t, c(1015), s.total("q", map[string]counters{"w2": c(14)}, at(6*time.Hour)))
+	require.Equal(t, c(1017), s.total("q", map[string]counters{"w1": c(2), "w2": c(14)}, at(7*time.Hour)))
+	// Past TombstoneFor a forgotten member is not recognised any more, and nothing is kept.
+	s.total("q", map[string]counters{"w2": c(14)}, at(8*time.Hour))
+	s.total("q", map[string]counters{"w2": c(14)}, at(10*time.Hour))
+	s.total("q", map[string]counters{"w2": c(14)}, at(10*time.Hour+TombstoneFor+time.Second))
+	require.Empty(t, s.fleets["q"].tombs)
+}
+
 // TestQueueAndTable: Queue and Table fold every counter they list and keep the rest of
 // Total, a worker restarted under its ID (another Started) counting as another member, the
 // propagation histogram folded bucket by bucket.
