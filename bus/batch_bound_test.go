@@ -33,6 +33,9 @@ func TestMaxBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, jobs, bus.MaxBatch)
 
+	_, _, err = b.ExtendMany(ctx, append(jobs, jobs[0]), nil)
+	require.ErrorIs(t, err, bus.ErrInvalid)
+	require.ErrorContains(t, err, "(MaxBatch)")
 	_, err = b.CompleteMany(ctx, append(jobs, jobs[0]), nil)
 	require.ErrorIs(t, err, bus.ErrInvalid)
 	c, err = b.Counts(ctx, name)

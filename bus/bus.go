@@ -39,7 +39,7 @@ const (
 )
 
 // MaxBatch is the most jobs one call of [Bus.EnqueueBatch], [Bus.Claim] (ClaimOpts.Count),
-// [Bus.CompleteMany], [Bus.RetryDead] or [Bus.PurgeDead] takes, and the largest Limit of
+// [Bus.CompleteMany], [Bus.ExtendMany], [Bus.RetryDead] or [Bus.PurgeDead] takes, and the largest Limit of
 // [Bus.Promote], [Bus.Reap], [Bus.PurgeDead] and [Bus.Browse]. Each such call is one script
 // (or one read), and the server runs it alone: 10,000 jobs hold it for tens of milliseconds,
 // while a call of a million would stall every other client of the server (the caches reading

@@ -46,8 +46,8 @@ func (b *Bus) ExtendMany(ctx context.Context, jobs []Job, opts *ExtendOpts) (tim
 	if opts != nil {
 		o = *opts
 	}
-	if len(jobs) == 0 {
-		return time.Time{}, nil, fmt.Errorf("%w: %s: no jobs", ErrInvalid, op)
+	if len(jobs) == 0 || len(jobs) > MaxBatch {
+		return time.Time{}, nil, fmt.Errorf("%w: %s: %d jobs; one call takes 1 to %d (MaxBatch)", ErrInvalid, op, len(jobs), MaxBatch)
 	}
 	if o.Lease < 0 {
 		return time.Time{}, nil, fmt.Errorf("%w: %s in queue %s: negative Lease", ErrInvalid, op, jobs[0].Queue)
