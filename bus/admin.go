@@ -179,8 +179,8 @@ func (b *Bus) SetMaxAttempts(ctx context.Context, queue string, n int) error {
 // SetDeadLimit bounds the queue's dead jobs: a job that dies (its attempts spent, its last
 // lease run out, or cancelled while it ran) when dead holds more than n deletes the oldest
 // other dead jobs (by mint order) for good, with their failure histories, so that dead keeps
-// the n newest by mint order, and the job that just died whatever its age (an old job that
-// dies after newer ones is deleted at a later death, not by its own). One death deletes at most 100 more than it adds: after a lower limit, dead
+// n jobs: the one that just died, whatever its age, and the n-1 newest others by mint order
+// (an old job that dies after newer ones is deleted at a later death, not by its own). One death deletes at most 100 more than it adds: after a lower limit, dead
 // shrinks over the deaths that follow ([Bus.PurgeDead] deletes at once). 0 clears the limit
 // (the default): dead jobs are kept until they are retried or purged. n must be at most
 // [lua.MaxUint].

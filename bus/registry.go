@@ -18,13 +18,14 @@ import (
 // first successful write to it (enqueue, DeclarePeriodic, Pause, Resume, SetMaxAttempts) and
 // a Worker when it starts, once per Bus and name and minute (relistEvery): in between a write
 // pays one lock-free map read. The minute is for a queue another process dropped (DropQueue
-// removes the name): a producer that goes on writing to it lists it again within a minute. A tool lists every queue, empty ones included, with one ZRANGE, on a cluster too (the
-// set is in one slot; any node redirects to it).
+// removes the name): a producer that goes on writing to it lists it again within a minute. A
+// tool lists every queue, empty ones included, with one ZRANGE, on a cluster too (the set is
+// in one slot; any node redirects to it).
 //
 // Why not a key per queue found by SCAN: listing 200 queues would walk every key of every
 // primary (the job rows included, millions on a busy deployment) on every dashboard refresh;
-// the registry answers with one read of one small set, and costs each process one ZADD per
-// queue in its lifetime.
+// the registry answers with one read of one small set, and costs each Bus one ZADD per queue
+// and minute of writing to it.
 
 // registry is the Bus's memo of the names it has listed.
 type registry struct {

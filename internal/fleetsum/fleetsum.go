@@ -27,8 +27,9 @@ import (
 
 // ForgetAfter is how long a member that left is remembered on its own, in case it comes back
 // (a report that expired while its process was stalled); past it, its last counters join the
-// fleet's sum of members gone for good, so memory stays bounded by the members of the last
-// hour. A member that comes back later still (a process cut off from Valkey for hours) is
+// fleet's sum of the members gone, and a tombstone of them is kept for TombstoneFor, so memory
+// stays bounded by the members of the last hour and the tombstones of the last day. A member
+// that comes back later still (a process cut off from Valkey for hours) is
 // recognised for TombstoneFor more: its counters leave the sum of the gone as it rejoins, so
 // they are not counted twice.
 const ForgetAfter = time.Hour
