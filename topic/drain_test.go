@@ -61,3 +61,54 @@ func TestDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainDuringResubscribe: Drain begins while a connection is between its check for Drain
+// and its SSUBSCRIBE (after the server dropped the one before). Drain's SUNSUBSCRIBE reaches
+// the server first and does nothing; the connection subscribes after it and, unsubscribing
+// itself once confirmed, still ends. It stayed subscribed, and Drain waited for its whole
+// context (forever with context.Background), Close after it too.
+func TestDrainDuringResubscribe(t *testing.T) {
+	t.Parallel()
+	srv := valkeytest.Start(t, valkeytest.WithoutPersistence())
+	ctx := context.Background()
+	var sub atomic.Pointer[topic.Subscription]
+	var attempts atomic.Int64
+	drained := make(chan time.Duration, 1)
+	cfg := topic.BeforeSubscribe(topic.Config{}, func() {
+		if attempts.Add(1) != 2 {
+			return
+		}
+		// The resubscribe: Drain begins now, and sends its SUNSUBSCRIBE before this
+		// connection's SSUBSCRIBE.
+		go func() {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			sub.Load().Drain(dctx)
+			drained <- time.Since(start)
+		}()
+		time.Sleep(200 * time.Millisecond)
+	})
+	tp := newTopics(t, srv.Client(t), cfg)
+	name := valkeytest.TestName(t)
+	s, err := tp.Subscribe(ctx, []string{name}, func(topic.Event) {})
+	require.NoError(t, err)
+	sub.Store(s)
+	time.Sleep(150 * time.Millisecond) // up long enough to count as stable: resubscribed at once
+	admin := srv.Client(t)
+	n, err := admin.Do(ctx, admin.B().ClientKill().TypePubsub().Build()).AsInt64()
+	require.NoError(t, err)
+	require.Positive(t, n)
+	select {
+	case took := <-drained:
+		require.Less(t, took, 5*time.Second, "Drain ended on the unsubscribe, not its deadline")
+	case <-time.After(15 * time.Second):
+		t.Fatal("Drain did not return")
+	}
+	require.EqualValues(t, 2, attempts.Load())
+	valkeytest.Eventually(t, 5*time.Second, "no connection holds a shard subscription", func() bool {
+		chans, err := admin.Do(ctx, admin.B().PubsubShardchannels().Build()).AsStrSlice()
+		require.NoError(t, err)
+		return len(chans) == 0
+	})
+}

@@ -24,3 +24,10 @@ func StableAfter(c Config, d time.Duration) Config {
 	c.stable = d
 	return c
 }
+
+// BeforeSubscribe returns c with f run in each connection attempt of its subscriptions, after
+// the attempt checked that Drain has not begun and before it subscribes.
+func BeforeSubscribe(c Config, f func()) Config {
+	c.beforeSubscribe = f
+	return c
+}

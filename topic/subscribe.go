@@ -93,6 +93,7 @@ type Subscription struct {
 	queue    *eventQueue
 	stable   time.Duration // how long a connection stays up before its drop is retried at once
 	direct   bool          // Config.DirectDelivery
+	before   func()        // Config.beforeSubscribe (tests)
 
 	ctx    context.Context // lives until Close
 	cancel context.CancelFunc
@@ -168,7 +169,7 @@ func (t *Topics) SubscribeChannels(ctx context.Context, channels []string, handl
 	}
 
 	s := &Subscription{client: t.client, channels: channels, handle: handle, queue: newEventQueue(t.cfg.SubscribeBuffer), stable: t.cfg.stable, direct: t.cfg.DirectDelivery,
-		draining: make(chan struct{}), dcs: map[valkey.DedicatedClient][]string{}}
+		before: t.cfg.beforeSubscribe, draining: make(chan struct{}), dcs: map[valkey.DedicatedClient][]string{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.loop.Add(1)
 	go s.deliver()
@@ -283,8 +284,44 @@ func (s *Subscription) receive(channels []string, hook func(valkey.PubSubSubscri
 		return nil
 	default:
 	}
-	return dc.Receive(valkey.WithOnSubscriptionHook(s.ctx, hook), dc.B().Ssubscribe().Channel(channels...).Build(), s.message)
+	if s.before != nil {
+		s.before()
+	}
+	// Drain may begin between the check above and the SSUBSCRIBE: its SUNSUBSCRIBE then
+	// reaches the server first and does nothing, and the connection would stay subscribed.
+	// So once every channel is confirmed, a connection that finds Drain begun unsubscribes
+	// itself: its SUNSUBSCRIBE follows the SSUBSCRIBE. From another goroutine, since the hook
+	// runs on the connection's reader; under dcMu, as Drain's, so the connection is not
+	// released while it is sent.
+	confirmed := 0
+	unsubscribe := func(ps valkey.PubSubSubscription) {
+		hook(ps)
+		if ps.Kind != "ssubscribe" {
+			return
+		}
+		if confirmed++; confirmed != len(channels) {
+			return
+		}
+		select {
+		case <-s.draining:
+			go func() {
+				s.dcMu.Lock()
+				defer s.dcMu.Unlock()
+				if _, live := s.dcs[dc]; live {
+					ctx, cancel := context.WithTimeout(context.Background(), drainUnsubscribeTimeout)
+					defer cancel()
+					dc.Do(ctx, dc.B().Sunsubscribe().Channel(channels...).Build())
+				}
+			}()
+		default:
+		}
+	}
+	return dc.Receive(valkey.WithOnSubscriptionHook(s.ctx, unsubscribe), dc.B().Ssubscribe().Channel(channels...).Build(), s.message)
 }
+
+// drainUnsubscribeTimeout bounds the SUNSUBSCRIBE a connection subscribed during Drain sends
+// itself; Drain's context bounds the wait for it.
+const drainUnsubscribeTimeout = 5 * time.Second
 
 // hold keeps one connection's channels subscribed until Close. ready receives the first
 // attempt's outcome: nil once every channel is confirmed, else the error that ended it.

@@ -42,6 +42,9 @@ type Config struct {
 	DirectDelivery bool
 
 	stable time.Duration // resubscribeStable unless a test sets it (export_test.go)
+	// beforeSubscribe, when a test sets it (export_test.go), runs in each connection attempt
+	// between Drain's check and the SSUBSCRIBE.
+	beforeSubscribe func()
 }
 
 // withDefaults fills the zero fields with their defaults.
