@@ -67,7 +67,7 @@ func (t Table) Row(id string) (string, error) {
 	if err := ValidateID(id); err != nil {
 		return "", fmt.Errorf("table %s row: %w", t.must().name, err)
 	}
-	return t.rowPrefix + id, nil
+	return t.must().rowPrefix + id, nil
 }
 
 // RowPrefix is ecc:{<table>}: (or ecc:{<table>#<shard>}:) — what every row key of the table
@@ -201,7 +201,7 @@ func (q Queue) Unique(key string) (string, error) {
 	if err := ValidateID(key); err != nil {
 		return "", fmt.Errorf("queue %s unique key: %w", q.must().name, err)
 	}
-	return q.uniqBase + key, nil
+	return q.must().uniqBase + key, nil
 }
 
 // Periodic is the schedule row emq:{<q>}:periodic:<name> (hash: spec, payload, last,
@@ -210,7 +210,7 @@ func (q Queue) Periodic(name string) (string, error) {
 	if err := ValidateName(name); err != nil {
 		return "", fmt.Errorf("queue %s periodic: %w", q.must().name, err)
 	}
-	return q.periodicBase + name, nil
+	return q.must().periodicBase + name, nil
 }
 
 // PeriodicPrefix is emq:{<q>}:periodic:, the prefix of every schedule row of the queue. It is
@@ -254,7 +254,7 @@ func (q Queue) LanePending(lane string) (string, error) {
 	if err := ValidateName(lane); err != nil {
 		return "", fmt.Errorf("queue %s lane: %w", q.must().name, err)
 	}
-	return q.lanePendingBase + lane, nil
+	return q.must().lanePendingBase + lane, nil
 }
 
 // LaneLog is the lane's list of claim times emq:{<q>}:lanelog:<lane>, which its rate counts.
@@ -262,7 +262,7 @@ func (q Queue) LaneLog(lane string) (string, error) {
 	if err := ValidateName(lane); err != nil {
 		return "", fmt.Errorf("queue %s lane: %w", q.must().name, err)
 	}
-	return q.laneLogBase + lane, nil
+	return q.must().laneLogBase + lane, nil
 }
 
 // LanePendingPrefix is emq:{<q>}:lanepending:, the prefix of every lane's set of waiting jobs.

@@ -31,6 +31,23 @@ func (id JobID) String() string { return id.s }
 // IsZero reports whether id is the zero (unbranded) JobID.
 func (id JobID) IsZero() bool { return id.s == "" }
 
+// MarshalText is the id's text, so that a JobID is a JSON string ("" for the zero JobID).
+func (id JobID) MarshalText() ([]byte, error) { return []byte(id.s), nil }
+
+// UnmarshalText reads an id as [ParseJobID] does; empty text is the zero JobID.
+func (id *JobID) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*id = JobID{}
+		return nil
+	}
+	p, err := ParseJobID(string(b))
+	if err != nil {
+		return err
+	}
+	*id = p
+	return nil
+}
+
 // Time is the id's mint time, to the millisecond.
 func (id JobID) Time() time.Time {
 	if id.s == "" {
@@ -142,8 +159,16 @@ func encode(ms uint64, hi uint16, lo uint64) string {
 // the Unix epoch clamp to it, times past the 48-bit range to the last millisecond. It is a
 // bound for lex ranges over the score-0 sets, not a JobID: its random part is all zeros.
 func JobIDFloor(t time.Time) string {
-	ms := max(t.UnixMilli(), 0)
-	ms = min(ms, 1<<48-1)
+	// Compared as times first: UnixMilli of a time far past the 48-bit range overflows.
+	var ms int64
+	switch last := time.UnixMilli(1<<48 - 1); {
+	case t.After(last):
+		ms = 1<<48 - 1
+	case t.Before(time.UnixMilli(0)):
+		ms = 0
+	default:
+		ms = t.UnixMilli()
+	}
 	return encode(uint64(ms), 0, 0)
 }
 

@@ -1,6 +1,7 @@
 package keys_test
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -99,6 +100,25 @@ func TestJobIDFloor(t *testing.T) {
 	require.Less(t, id.String(), keys.JobIDFloor(id.Time().Add(time.Millisecond)))
 	require.Equal(t, "JOB_00000000000000000000000000", keys.JobIDFloor(time.UnixMilli(-5)))
 	require.Equal(t, "JOB_7ZZZZZZZZZ0000000000000000", keys.JobIDFloor(time.UnixMilli(1<<50)))
+	// Far past the 48-bit range, where UnixMilli overflows: still the last millisecond (it
+	// read as the epoch, and a Browse with such a To listed nothing).
+	require.Equal(t, "JOB_7ZZZZZZZZZ0000000000000000", keys.JobIDFloor(time.Unix(1<<62, 0)))
+	require.Equal(t, "JOB_00000000000000000000000000", keys.JobIDFloor(time.Unix(-1<<62, 0)))
+}
+
+// TestJobIDText: a JobID is its text in JSON (it was {}, its field unexported), and reads
+// back; the zero JobID is "", and a malformed text is refused.
+func TestJobIDText(t *testing.T) {
+	t.Parallel()
+	type row struct{ ID, Zero keys.JobID }
+	id := keys.NewJobID()
+	b, err := json.Marshal(row{ID: id})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"ID":"`+id.String()+`","Zero":""}`, string(b))
+	var back row
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, row{ID: id}, back)
+	require.Error(t, json.Unmarshal([]byte(`{"ID":"JOB_nope"}`), &back))
 }
 
 // TestJobIDAt: a deterministic id carries its ms as its mint time, parses back, is the same for

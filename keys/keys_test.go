@@ -145,6 +145,13 @@ func TestBuilders(t *testing.T) {
 
 	require.Panics(t, func() { keys.Queue{}.Pending() })
 	require.Panics(t, func() { keys.Table{}.Record() })
+	// The builders that take an argument too: they returned the bare argument, a key outside
+	// the grammar, from a zero builder.
+	require.Panics(t, func() { _, _ = keys.Table{}.Row("42") })
+	require.Panics(t, func() { _, _ = keys.Queue{}.Unique("k") })
+	require.Panics(t, func() { _, _ = keys.Queue{}.Periodic("p") })
+	require.Panics(t, func() { _, _ = keys.Queue{}.LanePending("a") })
+	require.Panics(t, func() { _, _ = keys.Queue{}.LaneLog("a") })
 	_, err = keys.Parse(q.JobPrefix())
 	require.Error(t, err, "a prefix is not a key")
 	_, err = keys.Parse(q.PeriodicPrefix())

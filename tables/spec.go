@@ -134,7 +134,8 @@ type Spec struct {
 	// may take up to StaleTimeout more than that. A StaleTimeout at least as long as
 	// L2Timeout gives L2 its full time, so an L2 operation it cuts short counts as an L2
 	// timeout towards the cache's circuit breaker; a shorter one does not. Default
-	// DefaultStaleTimeout (250 ms); ignored when StaleOnError is 0.
+	// DefaultStaleTimeout (250 ms); unused when StaleOnError is 0, though a value below 1 ms
+	// (a negative one, say) is refused all the same.
 	StaleTimeout time.Duration
 
 	// L2Timeout bounds each L2 operation on the read path (a Get's read of the row, a
