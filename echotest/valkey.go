@@ -90,7 +90,7 @@ func (s *Server) Bus(tb testing.TB, cfg *bus.Config) *bus.Bus {
 // Name returns a queue, table or topic name made from the test's name, unique to the test
 // (subtests included) and valid by the grammar: 1 to 64 bytes of [A-Za-z0-9_.-]. A test
 // asking twice gets the same name; a test run again (-count) gets a name of its own (a
-// suffix -r<run>), so each run starts from an empty queue.
+// suffix that starts with -r<run>), so each run starts from an empty queue.
 func Name(tb testing.TB) string {
 	tb.Helper()
 	name := valkeytest.TestName(tb)
