@@ -121,10 +121,15 @@ func (t *Table[K, V]) degradedErr(idStr, step string, err error) error {
 }
 
 // degradedEntry is the L1 entry of a degraded load that began at base: no row behind it, so
-// no early refresh, and a lifetime of min(L1TTL, DegradedL1TTL).
+// no early refresh, and a lifetime of min(L1TTL, DegradedL1TTL), and NegativeTTL too for a
+// not-found (a not-found row would not live longer, nor its L1 entry on the normal path).
 func (t *Table[K, V]) degradedEntry(v V, notFound bool, base int64) *entry[V] {
 	e := t.newEntry(v, notFound, base, pttlNoExpiry, 0, "")
-	e.expires = clockAfter(base, min(t.spec.L1TTL, t.spec.DegradedL1TTL))
+	life := min(t.spec.L1TTL, t.spec.DegradedL1TTL)
+	if notFound {
+		life = min(life, t.spec.NegativeTTL)
+	}
+	e.expires = clockAfter(base, life)
 	e.check = min(e.expires, e.refreshFrom) - int64(clockGuard)
 	return e
 }

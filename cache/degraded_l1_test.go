@@ -78,3 +78,32 @@ func TestDegradedServesL1FromBeforeTheOutage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
 }
+
+// TestDegradedNotFoundKeepsNegativeTTL: a degraded load's not-found lives in L1 no longer than
+// NegativeTTL, as on the normal path (where the L1 entry never outlives its not-found row). It
+// lived min(L1TTL, DegradedL1TTL), and an id created meanwhile answered ErrNotFound for
+// seconds.
+func TestDegradedNotFoundKeepsNegativeTTL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := valkeytest.Start(t, valkeytest.WithoutPersistence())
+	var exists atomic.Bool
+	load := func(_ context.Context, id string) (user, error) {
+		if !exists.Load() {
+			return user{}, cache.ErrNotFound
+		}
+		return user{ID: id, Name: "name-" + id}, nil
+	}
+	spec := tables.Spec{Name: tableName(t), L2Timeout: 100 * time.Millisecond, NegativeTTL: 50 * time.Millisecond, DegradedL1TTL: 2 * time.Second}
+	tbl, err := cache.NewTable(newCache(t, srv.Client(t)), spec, load, nil)
+	require.NoError(t, err)
+	require.NoError(t, srv.Stop())
+	t.Cleanup(func() { _ = srv.Continue() })
+	_, tier, err := tbl.Lookup(ctx, "n")
+	require.ErrorIs(t, err, cache.ErrNotFound)
+	require.Equal(t, cache.TierDegraded, tier)
+	exists.Store(true)
+	time.Sleep(200 * time.Millisecond) // 4 NegativeTTLs
+	_, tier, err = tbl.Lookup(ctx, "n")
+	require.NoError(t, err, "the not-found outlived NegativeTTL (answered from %v)", tier)
+}

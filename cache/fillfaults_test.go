@@ -91,4 +91,13 @@ func TestRefusedFillWriteReleasesItsLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "name-k", u.Name)
 	require.Empty(t, readRaw(t, client, rowKey(t, tbl, "k")), "the fill's lease is gone, not left to expire")
+
+	// The same through GetMany, whose refused write left the lease to expire: every other
+	// process's read of the id waited the lease's lifetime (LoaderTimeout + 500 ms).
+	_, err = srv.Do(ctx, "CONFIG", "SET", "maxmemory", "0")
+	require.NoError(t, err)
+	got, err := tbl.GetMany(ctx, []string{"m"})
+	require.NoError(t, err)
+	require.Equal(t, "name-m", got["m"].Name)
+	require.Empty(t, readRaw(t, client, rowKey(t, tbl, "m")), "GetMany's lease is gone too")
 }

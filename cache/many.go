@@ -259,6 +259,12 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 	written, werrs := t.finishMany(ctx, wkeys, token, wrows, pxs)
 	for j, i := range held {
 		res := &results[j]
+		if werrs[j] != nil {
+			// The row (or the release) was not written: the lease is given back as Get's fill
+			// gives it back, at once or, when the server could not be reached, later; left,
+			// it would hold every other process's read of the id for the lease's lifetime.
+			t.giveBack(ctx, wkeys[j], token, werrs[j])
+		}
 		if res.err != nil {
 			continue
 		}

@@ -159,7 +159,7 @@ type Spec struct {
 
 	// DegradedL1TTL bounds how long a degraded load's result stays in L1: while L2 is
 	// unreachable no invalidation can be confirmed, so the entry lives min(L1TTL,
-	// DegradedL1TTL). Default DefaultDegradedL1TTL (1 second); Off keeps degraded results
+	// DegradedL1TTL), and a not-found no longer than NegativeTTL either. Default DefaultDegradedL1TTL (1 second); Off keeps degraded results
 	// out of L1.
 	DegradedL1TTL time.Duration
 
