@@ -38,31 +38,36 @@ const maxBlockOps = 5000
 // from its standalone benchmark.
 func Compare(b *testing.B, a, base Side) {
 	b.Helper()
-	block := blockSize(b, a, base)
+	// Each side's block is sized on its own, so that each takes about compareBlockTarget: a
+	// fast side given the slow side's count (a few ristretto Gets after each raw GET) would
+	// run cold after every wait and measure that, 3 to 10 times its own speed.
+	na, nb := blockSize(b, a), blockSize(b, base)
 	var totA, totB time.Duration
+	var opsB int
 	var ratios []float64
 	b.ResetTimer()
 	for pair, done := 0, 0; done < b.N; pair++ {
-		n := min(block, b.N-done)
+		n := min(na, b.N-done)
 		var ta, tb time.Duration
 		if pair%2 == 0 {
 			ta = timeOps(b, a, n)
-			tb = timeOps(b, base, n)
+			tb = timeOps(b, base, nb)
 		} else {
-			tb = timeOps(b, base, n)
+			tb = timeOps(b, base, nb)
 			ta = timeOps(b, a, n)
 		}
 		totA += ta
 		totB += tb
+		opsB += nb
 		if tb > 0 {
-			ratios = append(ratios, float64(ta)/float64(tb))
+			ratios = append(ratios, (float64(ta)/float64(n))/(float64(tb)/float64(nb)))
 		}
 		done += n
 	}
 	b.StopTimer()
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(totA.Nanoseconds())/float64(b.N), a.Name+"-ns/op")
-	b.ReportMetric(float64(totB.Nanoseconds())/float64(b.N), base.Name+"-ns/op")
+	b.ReportMetric(float64(totB.Nanoseconds())/float64(opsB), base.Name+"-ns/op")
 	if len(ratios) > 0 {
 		slices.Sort(ratios)
 		b.ReportMetric(ratios[len(ratios)/2], UnitRatio)
@@ -78,15 +83,15 @@ func timeOps(b *testing.B, s Side, n int) time.Duration {
 	return time.Since(start)
 }
 
-// blockSize picks how many operations one block runs: enough for the slower
-// side to take about compareBlockTarget; at least 1, at most maxBlockOps.
-func blockSize(b *testing.B, a, base Side) int {
+// blockSize picks how many operations of s one block runs: enough to take about
+// compareBlockTarget; at least 1, at most maxBlockOps.
+func blockSize(b *testing.B, s Side) int {
 	const probe = 5
-	slow := max(timeOps(b, a, probe), timeOps(b, base, probe)) / probe
-	if slow <= 0 {
+	per := timeOps(b, s, probe) / probe
+	if per <= 0 {
 		return maxBlockOps
 	}
-	return int(min(max(compareBlockTarget/slow, 1), maxBlockOps))
+	return int(min(max(compareBlockTarget/per, 1), maxBlockOps))
 }
 
 // LatencySide is one side of a [CompareLatency]: an operation that returns

@@ -45,7 +45,7 @@ func BenchmarkCompareTierGap(b *testing.B) {
 	c, key := newRistretto(b)
 	b.ReportAllocs()
 	Compare(b, getSide(b, "get"), Side{Name: "ristretto", Op: func(b *testing.B) {
-		if _, ok := c.Get(key); !ok {
+		if _, ok := ristrettoGet(c, key); !ok {
 			b.Fatal("miss")
 		}
 	}})

@@ -105,7 +105,8 @@ func TestBlockSize(t *testing.T) {
 	noop := Side{"noop", func(*testing.B) {}}
 	b := &testing.B{}
 	slow := Side{"slow", func(*testing.B) { time.Sleep(2 * time.Millisecond) }}
-	require.Equal(t, 1, blockSize(b, noop, slow), "an operation slower than the target gets blocks of one")
+	require.Equal(t, 1, blockSize(b, slow), "an operation slower than the target gets blocks of one")
+	require.Equal(t, maxBlockOps, blockSize(b, noop), "a fast one gets blocks of its own, up to the bound")
 }
 
 func TestCompareLatencyReportsPercentilesAndRatios(t *testing.T) {

@@ -122,7 +122,7 @@ type expected struct {
 
 // expectedOurs lists every benchmark of ours the rows use, in report order.
 var expectedOurs = []expected{
-	{oursL1Serial, core, "Table[string, bench.Row].Get of one key held in L1 (same key and row as BenchmarkRistrettoGet); b.ReportAllocs; serial b.Loop"},
+	{oursL1Serial, core, "Table[int64, bench.Row].Get of one key held in L1 (the key and row of BenchmarkRistrettoGet, whose ristretto is shaped as the table's L1: int64 key, *Row value, cost 1); b.ReportAllocs; serial b.Loop"},
 	{oursL1Parallel, core, "the same under b.RunParallel"},
 	{oursCmpL1, core, `bench.Compare(b, Side{"ours", Table.Get of the L1 key}, Side{"ristretto", raw ristretto Get of the same key}); the L1 row's ratio`},
 	{oursL2Serial, core, "Table.Get with L1 disabled, row present in L2 (same row bytes as BenchmarkValkeyGet), decoded to bench.Row"},
