@@ -20,7 +20,9 @@ import (
 // one completemany, or in the round trip's completeclaim.
 func (l *loop) outcomeSteps(sending []*inflight) (steps []step, completes []*inflight) {
 	for _, r := range sending {
-		if r.handBack {
+		if r.handBack && !r.cancelled {
+			// A hand-back refused as not active met a cancelled job (settle): it goes to
+			// outcomeStep's fail like any cancelled job, which sends it to dead.
 			steps = append(steps, l.snoozeStep(r, 0, JobHandedBack))
 			continue
 		}
@@ -46,14 +48,19 @@ func (l *loop) outcomeStep(r *inflight) step {
 		err = r.preErr
 	}
 	// A handler's own panic fails the job, whatever its value: a panic raised with a
-	// SkipRetry or Snooze error is no instruction.
-	_, panicked := err.(*PanicError)
+	// SkipRetry or Snooze error is no instruction, wrapped by a middleware or not.
+	var pe *PanicError
+	panicked := errors.As(err, &pe)
 	var snooze *SnoozeError
 	switch {
 	case r.cancelled:
 		// Cancelled while it ran: fail it, whatever it returned; the script sends it to dead.
 	case !panicked && errors.As(err, &snooze):
-		return l.snoozeStep(r, snooze.Delay, JobSnoozed)
+		var d time.Duration
+		if snooze != nil { // a nil *SnoozeError in the chain snoozes for no time
+			d = snooze.Delay
+		}
+		return l.snoozeStep(r, d, JobSnoozed)
 	case !panicked && rateLimited(err):
 		return l.rateLimitedStep(r, rateLimitedDelay(err))
 	case l.pastDeadline && r.ctx != nil && errors.Is(context.Cause(r.ctx), ErrWorkerClosed):
