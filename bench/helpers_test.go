@@ -106,7 +106,9 @@ func TestBlockSize(t *testing.T) {
 	b := &testing.B{}
 	slow := Side{"slow", func(*testing.B) { time.Sleep(2 * time.Millisecond) }}
 	require.Equal(t, 1, blockSize(b, slow), "an operation slower than the target gets blocks of one")
-	require.Equal(t, maxBlockOps, blockSize(b, noop), "a fast one gets blocks of its own, up to the bound")
+	n := blockSize(b, noop)
+	require.Greater(t, n, 10, "a fast one gets blocks of its own size, not the slow side's")
+	require.LessOrEqual(t, n, maxBlockOps)
 }
 
 func TestCompareLatencyReportsPercentilesAndRatios(t *testing.T) {
