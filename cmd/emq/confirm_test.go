@@ -79,16 +79,7 @@ func TestAllActsOnConfirmedSet(t *testing.T) {
 			t.Parallel()
 			srv, b, queue := sharedQueue(t)
 			ctx := context.Background()
-			var ids []keys.JobID
-			for range 3 {
-				if n := len(ids); n > 0 {
-					last := ids[n-1].Time().UnixMilli()
-					waitFor(t, "the clock's next millisecond", func() bool { return time.Now().UnixMilli() > last })
-				}
-				e, err := b.Enqueue(ctx, queue, []byte("x"), nil)
-				require.NoError(t, err)
-				ids = append(ids, e.ID)
-			}
+			ids := enqueueApart(t, b, queue, 3)
 			js, err := b.Claim(ctx, queue, &bus.ClaimOpts{Count: 3})
 			require.NoError(t, err)
 			require.Len(t, js, 3)

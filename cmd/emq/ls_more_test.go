@@ -4,11 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/echocache/echocache/keys"
 )
 
 // TestLsMoreKeepsRange: the "more:" line of a page bounded by --until (or --since) is the
@@ -16,17 +13,7 @@ import (
 func TestLsMoreKeepsRange(t *testing.T) {
 	t.Parallel()
 	srv, b, queue := sharedQueue(t)
-	ctx := context.Background()
-	var ids []keys.JobID
-	for range 6 {
-		if n := len(ids); n > 0 {
-			last := ids[n-1].Time().UnixMilli()
-			waitFor(t, "the clock's next millisecond", func() bool { return time.Now().UnixMilli() > last })
-		}
-		e, err := b.Enqueue(ctx, queue, []byte("x"), nil)
-		require.NoError(t, err)
-		ids = append(ids, e.ID)
-	}
+	ids := enqueueApart(t, b, queue, 6)
 	// The range holds the first four jobs (until is the fifth's mint millisecond, excluded);
 	// pages of two.
 	until := fmtTime(ids[4].Time())

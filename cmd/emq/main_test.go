@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/echocache/echocache/bus"
 	"github.com/echocache/echocache/internal/valkeytest"
+	"github.com/echocache/echocache/keys"
 )
 
 // emqBin is the emq binary the tests run, built once by TestMain.
@@ -101,6 +103,23 @@ func lines(s string) []string {
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	valkeytest.Eventually(t, 10*time.Second, what, cond)
+}
+
+// enqueueApart enqueues n jobs on queue, each minted in a later millisecond than the one
+// before, and returns their ids in mint order.
+func enqueueApart(t *testing.T, b *bus.Bus, queue string, n int) []keys.JobID {
+	t.Helper()
+	var ids []keys.JobID
+	for range n {
+		if k := len(ids); k > 0 {
+			last := ids[k-1].Time().UnixMilli()
+			waitFor(t, "the clock's next millisecond", func() bool { return time.Now().UnixMilli() > last })
+		}
+		e, err := b.Enqueue(context.Background(), queue, []byte("x"), nil)
+		require.NoError(t, err)
+		ids = append(ids, e.ID)
+	}
+	return ids
 }
 
 // sharedQueue is the shared server, a Bus on it and a queue name of the test's own.
