@@ -128,8 +128,10 @@
 // own Set published its invalidation); the writer's L1 drops its entry, so it reads the
 // newer row next ([Stats].SetsRefused counts the refusals; an equal version is written).
 // Fills write versioned rows too, carrying the loaded value's version, so a later, older Set
-// cannot replace what a fill loaded; a fill itself never replaces a Set's row, since it
-// writes only over its own lease, which every Set removes.
+// cannot replace what a fill loaded. A fill writes only over its own lease, which every Set
+// removes, with one exception: when a versioned Set of an older value replaced the lease, the
+// fill writes its newer value as a Set would (compared in the script, published), rather
+// than leave the older one in L2 until its TTL.
 //
 // Writes during an outage: a Set, Invalidate or InvalidateAll that cannot reach Valkey (or
 // meets an open breaker, then it fails at once) returns its error, and the table also

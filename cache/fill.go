@@ -229,8 +229,9 @@ func (t *Table[K, V]) loadAndWrite(ctx context.Context, id K, idStr, key, token 
 			// The value is good; only L2 did not take it. The caller gets it, L1 does not.
 			t.c.log.Warn("cache: writing a filled row failed", "table", t.spec.Name, "id", idStr, "err", err)
 			t.giveBack(ctx, key, token, err)
-		case !written:
+		case !written && !t.supersede(ctx, id, idStr, key, vrow, px):
 			t.st.fillsRefused.Add(1)
+		case !written: // written over an older version, as Set writes: L1 learns it from L2
 		default:
 			t.install(id, g, t.newEntry(v, false, sent, pttl(pxMillis(px)), delta, token))
 		}

@@ -275,8 +275,9 @@ func (t *Table[K, V]) fillMany(callerCtx context.Context, rest []K, idStrs, keys
 		case werrs[j] != nil:
 			t.c.log.Warn("cache: writing a filled row failed", "table", t.spec.Name, "id", idStrs[i], "err", werrs[j])
 		case wrows[j] == "": // a not-found with negative caching off: the lease was released
-		case !written[j]:
+		case !written[j] && !t.supersede(ctx, rest[i], idStrs[i], wkeys[j], wrows[j], pxs[j]):
 			t.st.fillsRefused.Add(1)
+		case !written[j]: // written over an older version, as Set writes
 		default:
 			t.install(rest[i], gens[i], t.newEntry(res.v, !res.found, wsent, pttl(pxMillis(pxs[j])), res.delta, token))
 		}

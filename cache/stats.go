@@ -27,7 +27,8 @@ type Stats struct {
 	LoadErrors int64
 	LoadTime   time.Duration
 	// FillsRefused counts L2 writes that cache_fill refused: the row no longer held this
-	// filler's lease (it expired and was taken over, or it was deleted).
+	// filler's lease (it expired and was taken over, or it was deleted). A versioned fill
+	// whose lease an older Set replaced, written over it as a Set, is not counted.
 	FillsRefused int64
 	// SetsRefused counts Sets of a versioned table (see [TableOpts].Version) that cache_set
 	// refused because L2 held a higher version: nothing was written or published.

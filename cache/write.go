@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/echocache/echocache/keys"
 )
@@ -28,8 +29,9 @@ import (
 // after any Set and reads the newer row next. An equal version is written (a retry is
 // idempotent). Against a row without a version (written before the table was versioned, or
 // by an unversioned writer) v is written as on an unversioned table, and so it is where there
-// is no row (deleted, expired) or only a fill's lease: a late older v then stays until the
-// TTL (see the README's "Set with a version").
+// is no row (deleted, expired) or only a fill's lease. Over a lease, a fill that then loads a
+// newer value writes it over v (see supersede); where there is no row, a late older v stays
+// until the TTL (see the README's "Set with a version").
 func (t *Table[K, V]) Set(ctx context.Context, id K, v V) error {
 	t.writeMu.RLock()
 	defer t.writeMu.RUnlock()
@@ -240,4 +242,37 @@ func (t *Table[K, V]) miss(ctx context.Context, id K) (V, Tier, error) {
 	}
 	t.st.staleServed.Add(1)
 	return e.value, TierStale, nil
+}
+
+// supersede is the last step of a versioned table's fill (or early refresh) whose row
+// cache_fill refused because something replaced its lease. When that something is a versioned
+// value of a lower version than vrow's (a Set of an older value, late, landed on the lease),
+// the loaded value is the newer one and would otherwise be dropped, leaving the older value
+// in L2 until its TTL: it is written as Set writes it (cache_set compares the versions again
+// in the script, and the id is invalidated everywhere). Anything else stays as it is: no row
+// (an invalidation deleted the lease, so the load may predate a commit), an unversioned row,
+// or a version as high or higher. It reports whether vrow was written.
+func (t *Table[K, V]) supersede(ctx context.Context, id K, idStr, key, vrow string, px time.Duration) bool {
+	if t.version == nil || !t.c.brk.allow() {
+		return false
+	}
+	val, exists, _, err := t.readRow(ctx, key, false)
+	if err != nil || !exists {
+		return false
+	}
+	cur, mine := parseRow(val), parseRow(vrow)
+	if cur.kind != rowValue || !cur.versioned || cur.vversion >= mine.vversion {
+		return false
+	}
+	t.writeMu.RLock()
+	defer t.writeMu.RUnlock()
+	written, err := t.c.setRow(ctx, coherenceKeys(t.decl.KeysFor(idStr)), t.c.writeToken(), idStr, vrow, px)
+	if err != nil {
+		t.c.log.Warn("cache: writing a filled value over an older version failed", "table", t.spec.Name, "id", idStr, "err", err)
+		return false
+	}
+	if written {
+		t.Forget(id)
+	}
+	return written
 }
