@@ -54,8 +54,8 @@ const invalidateBatch = 256
 const flushScanCount = 1000
 
 // maxRetired bounds the epochs a table remembers as past, so late messages of an epoch it
-// left are not taken for a new one (a record read back in such an epoch, after the table saw
-// a newer one, is a regression: see verify).
+// left are not taken for a new one (a record read back in such an epoch by a reconcile that
+// took its position after the table left it is a regression: see verify).
 const maxRetired = 4
 
 // coherence is a Cache's subscriber and reconciler.
@@ -129,8 +129,9 @@ type tableState struct {
 	mu      sync.Mutex
 	epoch   string // "" while no record was seen
 	seq     int64
-	resync  bool     // flushed after an overflow: adopt the next (epoch, seq) seen
-	retired []string // past epochs
+	resync  bool        // flushed after an overflow: adopt the next (epoch, seq) seen
+	retired []pastEpoch // past epochs, oldest first
+	left    int64       // epochs left so far: a pastEpoch's n, and seen.left
 	// before the initial read: the newest (epoch, seq, token) a message carried
 	preEpoch string
 	preSeq   int64

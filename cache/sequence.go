@@ -52,6 +52,14 @@ type seen struct {
 	last        string
 	checks      checks
 	regressions int64
+	left        int64 // epochs the table had left (tableState.left)
+}
+
+// pastEpoch is an epoch the table left, and n, the count of epochs left with it: it was left
+// before a position taken with seen.left >= n.
+type pastEpoch struct {
+	epoch string
+	n     int64
 }
 
 // maxChecks bounds the positions a table keeps for its next reconcile to check.
@@ -165,24 +173,31 @@ func (ts *tableState) skip(seq int64, token string) {
 func (ts *tableState) seen() seen {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return seen{epoch: ts.epoch, seq: ts.seq, last: ts.last, checks: ts.checks, regressions: ts.regressions.Load()}
+	return seen{epoch: ts.epoch, seq: ts.seq, last: ts.last, checks: ts.checks, regressions: ts.regressions.Load(), left: ts.left}
 }
 
 func (ts *tableState) isRetired(epoch string) bool {
+	_, ok := ts.retiredAt(epoch)
+	return ok
+}
+
+// retiredAt reports whether epoch is a past one, and the pastEpoch n it was left with.
+func (ts *tableState) retiredAt(epoch string) (int64, bool) {
 	for _, e := range ts.retired {
-		if e == epoch {
-			return true
+		if e.epoch == epoch {
+			return e.n, true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // adopt makes (epoch, seq, token) the seen state, retiring the old epoch. Called with mu held.
 func (ts *tableState) adopt(epoch string, seq int64, token string) {
 	// An epoch adopted again (a record that went back to it) is no longer a past one.
-	ts.retired = slices.DeleteFunc(ts.retired, func(e string) bool { return e == epoch })
+	ts.retired = slices.DeleteFunc(ts.retired, func(e pastEpoch) bool { return e.epoch == epoch })
 	if ts.epoch != "" && ts.epoch != epoch {
-		ts.retired = append(ts.retired, ts.epoch)
+		ts.left++
+		ts.retired = append(ts.retired, pastEpoch{epoch: ts.epoch, n: ts.left})
 		if len(ts.retired) > maxRetired {
 			ts.retired = ts.retired[1:]
 		}

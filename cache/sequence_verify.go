@@ -137,12 +137,15 @@ func (ts *tableState) verify(r record, b seen) {
 			// On the sequence, through every position b had to check: they are checked.
 			ts.checks.drop(b.checks)
 		}
-	case ts.isRetired(r.epoch) && r.epoch == b.epoch:
-		// The table already moved on past this record (it was read before a newer message).
+	case ts.isRetired(r.epoch) && (r.epoch == b.epoch || !ts.leftBefore(r.epoch, b)):
+		// The table already moved on past this record: it was read before a newer message
+		// (of another epoch) reached the table. The record was read after b was seen, so
+		// an epoch the table left only after b may simply be where the record was then.
 	case ts.isRetired(r.epoch):
 		// The record is back in an epoch the table had left before b was seen: it went back
 		// to before a whole-table invalidation (a snapshot, or a replica that missed it), and
-		// its rows with it. A regression; the epoch is followed again.
+		// its rows with it. A regression; the epoch is followed again. (Back in an epoch left
+		// only after b, it is told by the next reconcile, whose position comes after it.)
 		ts.regressions.Add(1)
 		flush, regressed = true, true
 		ts.adopt(r.epoch, r.seq, r.last)
@@ -169,4 +172,10 @@ func (ts *tableState) regressed() {
 	if ts.onRegression != nil {
 		ts.onRegression()
 	}
+}
+
+// leftBefore reports whether the table had left epoch when b was seen. Called with mu held.
+func (ts *tableState) leftBefore(epoch string, b seen) bool {
+	n, ok := ts.retiredAt(epoch)
+	return ok && n <= b.left
 }
