@@ -76,7 +76,7 @@ func (l *loop) outcomeStep(r *inflight) step {
 		maxAttempts = 1 // the fail script sends it to dead
 	}
 	delay := max(backoff(r.job.Token), 0)
-	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(msCeil(delay)), itoa(int64(maxAttempts)), itoa(int64(w.b.cfg.MaxAttempts)), failureText(err.Error())}
+	args := []string{r.job.ID.String(), itoa(r.job.Token), itoa(msCeil(delay)), itoa(int64(scriptCount(maxAttempts))), itoa(int64(w.b.cfg.MaxAttempts)), failureText(err.Error())}
 	return step{lua.Run{Script: scFail, Keys: w.kFail, Args: args}, func(res result) bool {
 		out, ok, retry := l.settle(r, "fail", res)
 		if !ok {

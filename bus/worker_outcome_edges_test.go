@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -146,3 +147,33 @@ type opaque struct{ err error }
 
 func (o opaque) Error() string { return "opaque" }
 func (o opaque) Unwrap() error { return o.err }
+
+// TestWorkerMaxAttemptsUnlimited: math.MaxInt as a worker's or a kind's MaxAttempts (the
+// "unlimited" that Config and Bus.Fail clamp) fails the job into its backoff as any maximum
+// does. It went to the fail script as 19 digits, refused (EMQARGS) on every failure: the job
+// stayed active until its lease ran out, its error lost, and ran again.
+func TestWorkerMaxAttemptsUnlimited(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		worker, h int
+	}{{"WorkerConfig", math.MaxInt, 0}, {"HandlerOpts", 0, math.MaxInt}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, _, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+			startWorker(t, b, bus.WorkerConfig{Queue: name, MaxAttempts: tc.worker, Lease: time.Minute, Logger: quiet}, func(w *bus.Worker) {
+				bus.MustHandle(w, "boom", func(context.Context, *bus.Task[args]) error { return errors.New("boom") },
+					&bus.HandlerOpts{MaxAttempts: tc.h, Backoff: func(int64) time.Duration { return time.Hour }})
+			})
+			ids := enqueueTasks(t, b, name, "boom", 1, "")
+			valkeytest.Eventually(t, 10*time.Second, "the failed job scheduled for its backoff", func() bool {
+				c, err := b.Counts(ctx, name)
+				return err == nil && c.Scheduled == 1
+			})
+			info, err := b.Lookup(ctx, name, ids[0])
+			require.NoError(t, err)
+			require.Len(t, info.Failures, 1)
+			require.Contains(t, info.Failures[0].Error, "boom")
+		})
+	}
+}
