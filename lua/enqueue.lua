@@ -2,8 +2,12 @@
 --
 -- Each job gets a row of exactly three fields (state, attempts 0, payload) and goes to pending
 -- (score 0: lex order is mint order), or to schedule when its run-at is later than the
--- server's TIME. Ids are minted by the caller (JOB ids), so a retried call can reuse them. A job
--- may carry an idempotency key: its guard emq:{<q>}:uniq:<key> holds the first job's id for
+-- server's TIME. Ids are minted by the caller (JOB ids). An id whose row exists is refused
+-- (EMQEXISTS), but a row is gone once its job is retired, so a call whose reply was lost is
+-- not sent again with the same ids: its jobs may have been claimed and retired meanwhile, and
+-- would be added again with attempts 0, minting fencing tokens a worker of the first life may
+-- still hold. A call that must be safe to repeat gives its jobs a key: a job may carry an
+-- idempotency key, whose guard emq:{<q>}:uniq:<key> holds the first job's id for
 -- uniq_ttl_ms, and while it lives an enqueue with the same key adds nothing and answers that
 -- id. Every check runs before the first write, so a refused call writes nothing.
 --
