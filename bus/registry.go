@@ -16,9 +16,11 @@ import (
 // The queue registry: emq:queues, one sorted set outside any hash tag, scored by the unix ms a
 // queue was first seen (see keys.QueueRegistry). A Bus adds a queue with ZADD NX after its
 // first successful write to it (enqueue, DeclarePeriodic, Pause, Resume, SetMaxAttempts) and
-// a Worker when it starts, once per Bus and name and minute (relistEvery): in between a write
-// pays one lock-free map read. The minute is for a queue another process dropped (DropQueue
-// removes the name): a producer that goes on writing to it lists it again within a minute. A
+// a Worker when it starts and while it runs, once per Bus and name and minute (relistEvery):
+// in between a write pays one lock-free map read. The minute is for an entry that went away
+// while the queue is in use (DropQueue from another process, a forced failover to a replica
+// that had not seen the ZADD): a producer that goes on writing to it, or a worker serving
+// it, lists it again within a minute. A
 // tool lists every queue, empty ones included, with one ZRANGE, on a cluster too (the set is
 // in one slot; any node redirects to it).
 //

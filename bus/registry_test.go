@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,33 @@ func TestQueueRegistryAcrossPrimaries(t *testing.T) {
 			_, ok := listed(t, ctx, newBus(t, nc, bus.Config{}), name)
 			require.True(t, ok, "%s listed through %s", name, p.Addr)
 		}
+	}
+}
+
+// TestWorkerRelistsItsQueue: a worker's queue whose registry entry went away while it runs (a
+// forced failover to a replica that had not seen the ZADD, an operator's ZREM) is listed
+// again, with stats on and off: a queue only workers touch must not vanish from the tools
+// (and emq refuses a queue not in the registry).
+func TestWorkerRelistsItsQueue(t *testing.T) {
+	t.Parallel()
+	for _, every := range []time.Duration{50 * time.Millisecond, -1} {
+		t.Run(fmt.Sprint("stats ", every), func(t *testing.T) {
+			t.Parallel()
+			ctx, c, b, name, _ := setup(t, valkeytest.Target{Client: valkeytest.Shared(t).Client(t)}, bus.Config{})
+			bus.SetRelistEvery(b, 50*time.Millisecond)
+			startWorker(t, b, bus.WorkerConfig{Queue: name, StatsInterval: every, HousekeepInterval: 50 * time.Millisecond, Logger: quiet},
+				func(w *bus.Worker) {
+					bus.MustHandle(w, "k", func(context.Context, *bus.Task[args]) error { return nil }, nil)
+				})
+			valkeytest.Eventually(t, 10*time.Second, "the worker to list its queue", func() bool {
+				_, ok := listed(t, ctx, b, name)
+				return ok
+			})
+			require.NoError(t, c.Do(ctx, c.B().Zrem().Key(keys.QueueRegistry()).Member(name).Build()).Error())
+			valkeytest.Eventually(t, 10*time.Second, "the worker to list its queue again", func() bool {
+				_, ok := listed(t, ctx, b, name)
+				return ok
+			})
+		})
 	}
 }

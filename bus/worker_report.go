@@ -165,12 +165,14 @@ func (r *reporter) run() {
 		if !ok {
 			continue // past the bound: the next select takes quit
 		}
-		if !listed {
-			if err := w.b.list(ctx, w.q.Name()); err != nil {
-				w.log.Warn("bus: worker: listing the queue in the registry failed; trying again", "err", err)
-			} else {
-				listed = true
-			}
+		// Listed at every report, which list's memo makes one ZADD per relist interval: an
+		// entry lost meanwhile (a forced failover to a replica that had not seen it, an
+		// operator's ZREM) comes back while the worker runs, producer or not.
+		if err := w.b.list(ctx, w.q.Name()); err != nil {
+			w.log.Warn("bus: worker: listing the queue in the registry failed; trying again", "err", err)
+			listed = false
+		} else {
+			listed = true
 		}
 		if every > 0 {
 			if err := r.send(ctx, r.snapshot()); err != nil {
@@ -181,8 +183,8 @@ func (r *reporter) run() {
 		}
 		cancel()
 		if listed && every < 0 {
-			<-r.quit
-			return
+			timer.Reset(cmp.Or(w.b.reg.every, relistEvery))
+			continue
 		}
 		timer.Reset(retry)
 	}

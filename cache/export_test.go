@@ -1,5 +1,7 @@
 package cache
 
+import "time"
+
 // Hooks into the package's internals, for its tests only.
 
 // SetHookAfterRead makes every fill call f after each L2 read it acts on (the read of the
@@ -104,3 +106,6 @@ func (c *Cache) SetHookFlushStep(f func() error) { c.hookFlushStep = f }
 // OweAll makes the table owe a whole-table invalidation, as an overflow of its pending ids or
 // a record gone back in time does.
 func (t *Table[K, V]) OweAll() { t.oweAll() }
+
+// SetRelistEvery sets how long c trusts that a table it listed is still in the registry.
+func SetRelistEvery(c *Cache, d time.Duration) { c.pub.relist.Store(int64(d)) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/echocache/echocache/keys"
@@ -15,7 +16,7 @@ import (
 )
 
 // The publisher: one goroutine per Cache that lists the declared tables in the registry
-// (registry.go) and, every Config.StatsInterval, publishes each table's [Stats] to
+// (registry.go; again each relistEvery) and, every Config.StatsInterval, publishes each table's [Stats] to
 // ecc:{<table>}#stats for tools in other processes ([ReadStats]). A table is listed and
 // published at once when it is declared; Close withdraws the snapshots.
 //
@@ -38,6 +39,10 @@ const (
 	statsLives    = 3           // intervals a snapshot stays live
 	statsPrune    = 16          // other fields each report checks for expiry
 	listRetryWait = time.Second // between registry attempts when stats are off
+	// relistEvery is how long a Cache trusts that a table it listed is still in the registry:
+	// the entry may be lost (a forced failover to a replica that lagged, an operator's ZREM
+	// of a table still in use), and one ZADD NX per table and minute brings it back.
+	relistEvery = time.Minute
 )
 
 var (
@@ -156,12 +161,15 @@ type publisher struct {
 	done  chan struct{}
 
 	// Owned by the goroutine.
-	listed, published map[string]bool
+	listed    map[string]time.Time // when ZADD NX last succeeded
+	published map[string]bool
+	relist    atomic.Int64 // nanoseconds; relistEvery unless a test sets it (export_test.go)
 }
 
 func startPublisher(c *Cache, id string, every time.Duration) *publisher {
 	p := &publisher{c: c, id: id, every: every, kick: make(chan struct{}, 1), quit: make(chan struct{}),
-		done: make(chan struct{}), listed: map[string]bool{}, published: map[string]bool{}}
+		done: make(chan struct{}), listed: map[string]time.Time{}, published: map[string]bool{}}
+	p.relist.Store(int64(relistEvery))
 	go p.run()
 	return p
 }
@@ -198,12 +206,14 @@ func (p *publisher) run() {
 			timer.Reset(p.every)
 		case pending:
 			timer.Reset(listRetryWait)
+		default:
+			timer.Reset(time.Duration(p.relist.Load()))
 		}
 	}
 }
 
-// round lists the tables not yet listed and publishes every table's snapshot; it reports
-// whether a table is still to be listed.
+// round lists the tables not listed in the last relist interval and publishes every table's
+// snapshot; it reports whether a table is still to be listed.
 func (p *publisher) round() (pending bool) {
 	c := p.c
 	c.mu.RLock()
@@ -229,7 +239,7 @@ func (p *publisher) round() (pending bool) {
 	ctx, cancel := context.WithTimeout(c.closing, bound)
 	defer cancel()
 	for _, name := range names {
-		if p.listed[name] {
+		if at, ok := p.listed[name]; ok && time.Since(at) < time.Duration(p.relist.Load()) {
 			continue
 		}
 		if err := listTable(ctx, c.client, name); err != nil {
@@ -237,7 +247,7 @@ func (p *publisher) round() (pending bool) {
 			pending = true
 			continue
 		}
-		p.listed[name] = true
+		p.listed[name] = time.Now()
 	}
 	if p.every <= 0 {
 		return pending

@@ -239,3 +239,25 @@ func TestStatsConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "no stats published")
 }
+
+// TestTableRelisted: a registry entry lost while the table is in use (a forced failover to a
+// replica that had not seen the ZADD, an operator's ZREM) comes back: the Cache lists its
+// tables again once per relist interval, not once ever.
+func TestTableRelisted(t *testing.T) {
+	t.Parallel()
+	client := valkeytest.Shared(t).Client(t)
+	ctx := context.Background()
+	name := tableName(t)
+	c := newCache(t, client)
+	cache.SetRelistEvery(c, 50*time.Millisecond)
+	newTable(t, c, tables.Spec{Name: name, L2Timeout: relaxedL2}, &source{})
+	valkeytest.Eventually(t, 10*time.Second, "the table to be listed", func() bool {
+		_, ok := listedTable(t, client, name)
+		return ok
+	})
+	require.NoError(t, client.Do(ctx, client.B().Zrem().Key(keys.TableRegistry()).Member(name).Build()).Error())
+	valkeytest.Eventually(t, 10*time.Second, "the table to be listed again", func() bool {
+		_, ok := listedTable(t, client, name)
+		return ok
+	})
+}

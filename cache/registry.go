@@ -13,7 +13,8 @@ import (
 
 // The table registry: ecc:tables, one sorted set outside any hash tag (keys.TableRegistry),
 // scored by the unix ms a table was first declared. Each Cache adds the tables it declares
-// with ZADD NX, once per table, from its background publisher (publish.go), so NewTable pays
+// with ZADD NX, once per table and minute, from its background publisher (publish.go), so
+// an entry lost while the table is in use comes back, and NewTable pays
 // no round trip for it. Tools list every table, on a cluster too, with one ZRANGE: the set is
 // in one slot, where SCAN would walk every key of every primary.
 
@@ -27,8 +28,8 @@ type TableInfo struct {
 // Tables lists every table of the registry, sorted by name: the tables any Cache declared,
 // whether or not rows of them remain. It is one ZRANGE of one set, on a standalone server or
 // a cluster. A Cache lists a table within moments of its declaration (in the background,
-// retried until it succeeds); a table stays listed until an operator removes it
-// (ZREM ecc:tables <name>). It needs no Cache: tools in another process call it with their
+// retried until it succeeds) and again each minute while it is declared; a table stays listed
+// until an operator removes it (ZREM ecc:tables <name>) once no Cache declares it. It needs no Cache: tools in another process call it with their
 // own client.
 func Tables(ctx context.Context, client valkey.Client) ([]TableInfo, error) {
 	if client == nil {
