@@ -136,10 +136,11 @@ func (c Config) validate() error {
 // table's L1, and the background work of its tables. Make one per process (or per
 // independent cache), declare its tables with [NewTable], and Close it at shutdown.
 type Cache struct {
-	client valkey.Client
-	log    *slog.Logger
-	reg    tables.Registry
-	clk    *clock
+	client  valkey.Client
+	cluster bool // client is a cluster client (see readRows)
+	log     *slog.Logger
+	reg     tables.Registry
+	clk     *clock
 	// own prefixes this cache's write tokens (see writeToken), so its subscriber knows its
 	// own messages.
 	own string
@@ -197,6 +198,7 @@ func New(client valkey.Client, cfg Config) (*Cache, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		client:  client,
+		cluster: client.Mode() == valkey.ClientModeCluster,
 		log:     cfg.Logger,
 		clk:     newClock(),
 		own:     newToken()[:ownLen],

@@ -151,8 +151,17 @@ type rowRead struct {
 // readRows reads many rows of one table with one MGET per shard (groups holds each shard's
 // indexes into keys; nil means one MGET of all), their PTTLs (when withTTL is set) pipelined
 // behind: one round trip, which valkey-go splits per node on a cluster. All rows of a shard
-// share a hash slot, so each MGET is single-slot.
+// share a hash slot, so each MGET is single-slot. On a cluster each row gets an MGET of its
+// own: while its slot migrates, a node refuses a command of several keys when some of them
+// are not there (TRYAGAIN, which the client retries until the read's deadline, for as long as
+// the migration lasts), where it redirects a command of one key (ASK) to wherever it is.
 func (c *Cache) readRows(ctx context.Context, keys []string, groups [][]int, withTTL bool) ([]rowRead, error) {
+	if c.cluster && len(keys) > 1 {
+		groups = make([][]int, len(keys))
+		for i := range keys {
+			groups[i] = []int{i}
+		}
+	}
 	cmds := make(valkey.Commands, 0, len(groups)+1+len(keys))
 	var mgets [][]int // the indexes each MGET read, in reply order; nil: all of them
 	if groups == nil {

@@ -126,3 +126,40 @@ func myID(ctx context.Context, n *Server) (string, error) {
 	}
 	return id, nil
 }
+
+// BeginMigration puts slot in the state a reshard holds it in while its keys move, and
+// moves none: IMPORTING on to, MIGRATING on its primary. Clients then see what they see
+// during every migration (ASK for a key the source lacks, TRYAGAIN for a command of several
+// keys some of which it lacks) for as long as the test wants. The function it returns ends
+// the state (SETSLOT STABLE on both), leaving the slot where it was. It returns an error on a
+// [SharedCluster].
+func (c *Cluster) BeginMigration(ctx context.Context, slot uint16, to *Server) (func() error, error) {
+	if c.shared {
+		return nil, errors.New("valkeytest: BeginMigration on the shared cluster; use StartCluster")
+	}
+	from := c.PrimaryForSlot(slot)
+	if from == nil || from == to {
+		return nil, fmt.Errorf("valkeytest: slot %d: no primary owns it, or to does", slot)
+	}
+	fromID, err := myID(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	toID, err := myID(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	s := strconv.Itoa(int(slot))
+	end := func() error {
+		_, errFrom := command(context.Background(), from.Addr, "CLUSTER", "SETSLOT", s, "STABLE")
+		_, errTo := command(context.Background(), to.Addr, "CLUSTER", "SETSLOT", s, "STABLE")
+		return errors.Join(errFrom, errTo)
+	}
+	if _, err := command(ctx, to.Addr, "CLUSTER", "SETSLOT", s, "IMPORTING", fromID); err != nil {
+		return nil, fmt.Errorf("valkeytest: SETSLOT IMPORTING on %s: %w", to.Addr, err)
+	}
+	if _, err := command(ctx, from.Addr, "CLUSTER", "SETSLOT", s, "MIGRATING", toID); err != nil {
+		return nil, errors.Join(fmt.Errorf("valkeytest: SETSLOT MIGRATING on %s: %w", from.Addr, err), end())
+	}
+	return end, nil
+}
