@@ -81,7 +81,8 @@
 // tags, ecc:{<table>#<i>}:<id> with i = keys.ShardOf(id, N), so a large or hot table spans
 // a cluster's primaries. Each shard has its own coherence record and invalidation channel
 // and every script runs on one shard's slot; Set and Invalidate go to the ids' shards,
-// GetMany sends one MGET per shard in one pipeline, InvalidateAll flushes every shard, and
+// GetMany sends one MGET per shard in one pipeline (on a cluster, one read per row, so a
+// migrating slot does not refuse it), InvalidateAll flushes every shard, and
 // the reconcile reads every shard's record. A gap or regression on one shard flushes the
 // whole table's L1 (which ids were lost is unknown). Every process must declare the same N.
 //

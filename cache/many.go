@@ -25,8 +25,9 @@ const manyChunk = 1000
 
 // GetMany returns the values of ids, keyed by id; ids that do not exist are absent from the
 // map. It reads L1 first, then the rest of the rows, 1,000 ids at a time: per chunk, one MGET
-// (one per shard on a sharded table, pipelined; their PTTLs pipelined behind: one round trip,
-// split per node on a cluster, since all rows of a shard share one slot), then the leases of
+// (one per shard on a sharded table, pipelined; their PTTLs pipelined behind: one round trip;
+// on a cluster, a read per row, split per node, since a migrating slot refuses a read of
+// several keys when one is missing), then the leases of
 // what is still missing in one pipeline (a row that does not decode is taken over with a call
 // of its own), one batch-loader call (see [TableOpts].BatchLoad) and one pipeline that writes
 // the outcome. Ids whose rows another filler holds are waited for as Get would. When L2 fails

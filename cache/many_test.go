@@ -150,7 +150,11 @@ func TestGetMany(t *testing.T) {
 				require.Equal(t, mgets+1, mgetCalls(), "one MGET on the server")
 			}
 			trips, n := client.tripsWith("MGET")
-			require.Equal(t, [2]int{1, shardsOf(ids(30, 100), tc.shards)}, [2]int{trips, n}, "one MGET per shard, in one round trip")
+			mgetsWanted := shardsOf(ids(30, 100), tc.shards)
+			if strings.HasPrefix(tc.name, "cluster") {
+				mgetsWanted = len(ids(30, 100)) // a command per row: see TestGetManyWhileSlotMigrates
+			}
+			require.Equal(t, [2]int{1, mgetsWanted}, [2]int{trips, n}, "one MGET per shard (per row on a cluster), in one round trip")
 			trips, n = client.tripsWith("SET")
 			require.Equal(t, [2]int{1, 40}, [2]int{trips, n}, "the 40 leases in one pipeline")
 			trips, n = client.tripsWith("EVALSHA")
