@@ -143,8 +143,10 @@ type result struct {
 // failover or a slot migration under way) is sent again, alone with the others so refused,
 // after a short pause, a bounded number of times: it did not run, so a second send cannot
 // apply it twice. valkey-go follows MOVED and ASK itself, but not on a dedicated connection,
-// and it does not resend a write on TRYAGAIN or CLUSTERDOWN. Any other error reply may come
-// from a script that ran in part, and is returned as it is.
+// and it does not resend a write on TRYAGAIN or CLUSTERDOWN. A script that reads every key
+// it derives before its first write (readsFirst) is resent too when it was refused a key the
+// node does not hold (nonLocal). Any other error reply may come from a script that ran in
+// part, and is returned as it is.
 func (b *Bus) execMulti(ctx context.Context, runs []lua.Run, ack *Ack) ([]result, error) {
 	if ack != nil && ack.Durability != Primary {
 		if err := ack.validate(); err != nil {
@@ -171,7 +173,7 @@ func (b *Bus) execMulti(ctx context.Context, runs []lua.Run, ack *Ack) ([]result
 		}
 		again := todo[:0:0]
 		for j, i := range todo {
-			if attempt < redirectAttempts && redirected(got[j].err) && ctx.Err() == nil {
+			if attempt < redirectAttempts && (redirected(got[j].err) || readsFirst[runs[i].Script] && nonLocal(got[j].err)) && ctx.Err() == nil {
 				again = append(again, i)
 				b.resent.Add(1)
 				continue
@@ -203,6 +205,19 @@ const (
 	redirectPause    = 10 * time.Millisecond
 	maxRedirectPause = 250 * time.Millisecond
 )
+
+// readsFirst are the scripts that touch every key they derive (the new job rows, the guards,
+// a lane's pending set) before their first write, so that a refusal to touch one (nonLocal)
+// comes before anything was written: enqueue's to a busy queue whose slot is migrating, whose
+// declared keys are all still on the source, meets it at the first new job row.
+var readsFirst = map[*lua.Script]bool{scEnqueue: true, scLaneEnqueue: true}
+
+// nonLocal reports whether err is a script's refusal to touch a key its node does not hold
+// while the key's slot migrates: an ASK raised inside the script, at the key's first touch.
+func nonLocal(err error) bool {
+	ve, ok := valkey.IsValkeyErr(err)
+	return ok && strings.Contains(ve.Error(), "non local key")
+}
 
 // redirected reports whether err is a cluster reply that refuses a command before it runs.
 func redirected(err error) bool {
