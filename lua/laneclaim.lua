@@ -178,18 +178,42 @@ end
 local function typeerr(key, got, want)
   if got ~= 'none' and got ~= want then return 'EMQTYPE ' .. key .. ' holds a ' .. got .. ', not a ' .. want end
 end
--- Each key's type is checked once, before the first write: by TYPE, or by a read the call
--- needs anyway, which fails on another type (TYPE then names it).
+-- Each key's type is checked once, before the first write: by TYPE, by its size (sized, below)
+-- or by a read the call needs anyway, which fails on another type (TYPE then names it).
 local has = {}
 local function kind(i, got, want)
   has[i] = got ~= 'none'
   return typeerr(KEYS[i], got, want)
 end
 local function failed(r) return type(r) == 'table' and r['err'] end
-local e = kind(1, redis.call('TYPE', KEYS[1])['ok'], 'zset') or kind(2, redis.call('TYPE', KEYS[2])['ok'], 'zset')
-  or kind(6, redis.call('TYPE', KEYS[6])['ok'], 'hash') or kind(8, redis.call('TYPE', KEYS[8])['ok'], 'zset')
-  or kind(10, redis.call('TYPE', KEYS[10])['ok'], 'hash') or kind(11, redis.call('TYPE', KEYS[11])['ok'], 'zset')
-if e then return redis.error_reply(e) end
+-- A key's size (ZCARD of a zset, HLEN of a hash) checks it as TYPE does, for less: its reply is
+-- an integer where TYPE's is a table. A key of another type fails it (TYPE then names the
+-- type); sized answers that error, or notes whether the key exists.
+local function sized(i, c)
+  if failed(c) then return c['err'] end
+  has[i] = c > 0 -- a zset or a hash is never empty
+end
+local f = sized(1, redis.pcall('ZCARD', KEYS[1]))
+if f then return redis.error_reply(kind(1, redis.call('TYPE', KEYS[1])['ok'], 'zset') or f) end
+f = sized(2, redis.pcall('ZCARD', KEYS[2]))
+if f then return redis.error_reply(kind(2, redis.call('TYPE', KEYS[2])['ok'], 'zset') or f) end
+f = sized(6, redis.pcall('HLEN', KEYS[6]))
+if f then return redis.error_reply(kind(6, redis.call('TYPE', KEYS[6])['ok'], 'hash') or f) end
+-- laneready's first page, the lanes the plan most likely visits first: read here, it is
+-- laneready's type check, and their counts are read with the finished jobs' lanes' (one read
+-- of laneactive). The plan reads it again only when the call added lanes to laneready.
+local MAXCOUNT = 1000
+local TURN = 32 -- the most jobs a lane gives in one turn (FORMAT lanes)
+local PAGE = math.ceil(math.min(count, MAXCOUNT) / TURN)
+local ready = redis.pcall('ZRANGE', KEYS[8], 0, PAGE - 1, 'WITHSCORES')
+if failed(ready) then return redis.error_reply(kind(8, redis.call('TYPE', KEYS[8])['ok'], 'zset') or ready['err']) end
+has[8] = #ready > 0 -- a zset is never empty
+-- With finished jobs to retire, joblane is checked by the retire's read of it (below); without
+-- any, here.
+f = n == 0 and sized(10, redis.pcall('HLEN', KEYS[10]))
+if f then return redis.error_reply(kind(10, redis.call('TYPE', KEYS[10])['ok'], 'hash') or f) end
+f = sized(11, redis.pcall('ZCARD', KEYS[11]))
+if f then return redis.error_reply(kind(11, redis.call('TYPE', KEYS[11])['ok'], 'zset') or f) end
 local paused = redis.pcall('HGET', KEYS[4], 'paused')
 if failed(paused) then return redis.error_reply(kind(4, redis.call('TYPE', KEYS[4])['ok'], 'hash') or paused['err']) end
 local flow = redis.pcall('HMGET', KEYS[5], 'rate', 'per', 'burst', 'lane', 'hold', 'vt', 'waiting', 'lanesince')
@@ -202,7 +226,7 @@ do -- vt (a ZADD score) and waiting (HINCRBY's integer): values the writes could
   end
 end
 if flow[1] then
-  e = typeerr(base .. 'flowlog', redis.call('TYPE', base .. 'flowlog')['ok'], 'list')
+  local e = typeerr(base .. 'flowlog', redis.call('TYPE', base .. 'flowlog')['ok'], 'list')
   if e then return redis.error_reply(e) end
 end
 paused = paused == '1'
@@ -214,8 +238,8 @@ if plimit > 0 and not paused then
   due = redis.pcall('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, plimit)
   if failed(due) then return redis.error_reply(kind(3, redis.call('TYPE', KEYS[3])['ok'], 'zset') or due['err']) end
 else
-  e = kind(3, redis.call('TYPE', KEYS[3])['ok'], 'zset')
-  if e then return redis.error_reply(e) end
+  f = sized(3, redis.pcall('ZCARD', KEYS[3]))
+  if f then return redis.error_reply(kind(3, redis.call('TYPE', KEYS[3])['ok'], 'zset') or f) end
 end
 -- lanewait's head, soonest first: the lanes among them whose moment came are due (64 at most).
 local waithead = redis.pcall('ZRANGE', KEYS[9], 0, 63, 'WITHSCORES')
@@ -227,14 +251,14 @@ for i = 1, #waithead, 2 do
   waitdue[#waitdue + 1] = waithead[i]
 end
 -- The finished jobs: read every row (one HMGET each) before the first write, as completemany.
-local ok, refused, retired, again = {}, {}, {}, {}
+local ok, refused, retired, again, rows = {}, {}, {}, {}, {}
 for i = 1, n do
   local id, token = ARGV[2 * i + 2], ARGV[2 * i + 3]
   local reason
+  local jk = base .. 'job:' .. id -- its row, kept for the retire's DEL
   if retired[id] then
     reason = 'EMQSTALE no row'
   else
-    local jk = base .. 'job:' .. id
     local row = redis.pcall('HMGET', jk, 'state', 'attempts')
     if row['err'] then
       if redis.call('EXISTS', jk) == 1 then
@@ -255,11 +279,13 @@ for i = 1, n do
   else
     retired[id] = true
     ok[#ok + 1] = id
+    rows[#ok] = jk
     if token ~= '1' then again[#again + 1] = id end
   end
 end
 -- The joblane fields of a long list of ids, 1000 a call (unpack's bound).
 local function joblanes(fields)
+  if #fields <= 1000 then return redis.call('HMGET', KEYS[10], unpack(fields)) end
   local out = {}
   for i = 1, #fields, 1000 do
     local part = redis.call('HMGET', KEYS[10], unpack(fields, i, math.min(i + 999, #fields)))
@@ -271,12 +297,20 @@ end
 local freed, actv, vals = {}, {}, {}
 local fin = {} -- the lanes whose count the call changes: lane -> the new count
 local names = {}
-if #ok > 0 and has[10] then
+local tagged = 0 -- how many of ok have a joblane field
+if #ok > 0 then
+  -- joblane's type check (see above): a read of another type fails, and a field read tells the
+  -- key exists; when none is, its size tells (below).
+  for i = 1, #ok, 1000 do
+    local part = redis.pcall('HMGET', KEYS[10], unpack(ok, i, math.min(i + 999, #ok)))
+    if failed(part) then return redis.error_reply(kind(10, redis.call('TYPE', KEYS[10])['ok'], 'hash') or part['err']) end
+    if i == 1 then vals = part else for j = 1, #part do vals[i + j - 1] = part[j] end end
+  end
   local lanes = {} -- FORMAT joblane value -> its lane, false for none
-  vals = joblanes(ok)
   for i = 1, #ok do
     local v, lane = vals[i], nil
     if v then -- the jobs of a lane share their value: each one is parsed once
+      tagged = tagged + 1
       lane = lanes[v]
       if lane == nil then
         lane = string.match(v, '^[0-3]:[0-9]+:(.+)$') or false
@@ -289,28 +323,39 @@ if #ok > 0 and has[10] then
     end
   end
 end
+if tagged > 0 then
+  has[10] = true
+elseif n > 0 then
+  f = sized(10, redis.pcall('HLEN', KEYS[10]))
+  if f then return redis.error_reply(kind(10, redis.call('TYPE', KEYS[10])['ok'], 'hash') or f) end
+end
+for i = 1, #ready, 2 do -- the first page's lanes: their counts for the plan
+  local lane = ready[i]
+  if lane ~= '' and not freed[lane] then names[#names + 1] = lane end
+end
 if #names > 0 then
   for from = 1, #names, 1000 do -- 1000 lanes a read (unpack's bound)
-    local part = {unpack(names, from, math.min(from + 999, #names))}
+    local part = names
+    if #names > 1000 then part = {unpack(names, from, math.min(from + 999, #names))} end
     local act = redis.pcall('HMGET', KEYS[7], unpack(part))
     if failed(act) then return redis.error_reply(kind(7, redis.call('TYPE', KEYS[7])['ok'], 'hash') or act['err']) end
     for i, lane in ipairs(part) do
-      actv[lane] = math.max((tonumber(act[i]) or 0) - freed[lane], 0)
-      fin[lane] = actv[lane]
+      if freed[lane] then
+        actv[lane] = math.max((tonumber(act[i]) or 0) - freed[lane], 0)
+        fin[lane] = actv[lane]
+      else
+        actv[lane] = tonumber(act[i]) or 0
+      end
     end
   end
 else
-  e = kind(7, redis.call('TYPE', KEYS[7])['ok'], 'hash')
-  if e then return redis.error_reply(e) end
+  f = sized(7, redis.pcall('HLEN', KEYS[7]))
+  if f then return redis.error_reply(kind(7, redis.call('TYPE', KEYS[7])['ok'], 'hash') or f) end
 end
 -- Retire them: one ZREM and one DEL per 1000; their joblane fields go with the rows. Their
 -- lanes' counts go down (FORMAT lanes) in the one write of laneactive the call makes, after
 -- the claim (flushActive): fin holds them until then.
 if #ok > 0 then
-  local rows = {}
-  for i, id in ipairs(ok) do
-    rows[i] = base .. 'job:' .. id
-  end
   for i = 1, #ok, 1000 do
     redis.call('ZREM', KEYS[2], unpack(ok, i, math.min(i + 999, #ok)))
     redis.call('DEL', unpack(rows, i, math.min(i + 999, #rows)))
@@ -320,9 +365,12 @@ if #ok > 0 then
   for _, id in ipairs(again) do
     redis.pcall('DEL', base .. 'errors:' .. id)
   end
-  local gone = {}
-  for i, id in ipairs(ok) do
-    if vals[i] then gone[#gone + 1] = id end
+  local gone = ok
+  if tagged < #ok then
+    gone = {}
+    for i, id in ipairs(ok) do
+      if vals[i] then gone[#gone + 1] = id end
+    end
   end
   for i = 1, #gone, 1000 do redis.call('HDEL', KEYS[10], unpack(gone, i, math.min(i + 999, #gone))) end
 end
@@ -346,7 +394,8 @@ local function rejoin(into)
   local names = {}
   for lane in pairs(freed) do names[#names + 1] = lane end
   for from = 1, #names, 1000 do
-    local part = {unpack(names, from, math.min(from + 999, #names))}
+    local part = names
+    if #names > 1000 then part = {unpack(names, from, math.min(from + 999, #names))} end
     local inready = redis.call('ZMSCORE', KEYS[8], unpack(part))
     for i, lane in ipairs(part) do
       if not inready[i] then
@@ -414,10 +463,8 @@ if not (has[5] or has[8] or has[10]) then
   return out
 end
 
-local MAXCOUNT = 1000
 count = math.min(count, MAXCOUNT)
 local BOUND = count + 64
-local TURN = 32 -- the most jobs a lane gives in one turn (FORMAT lanes)
 local vt = tonumber(flow[6]) or 0
 local vt0 = vt
 local waiting = 0 -- change of flow field waiting
@@ -496,8 +543,8 @@ for i = 1, #adds, 2000 do redis.call('ZADD', KEYS[8], 'NX', unpack(adds, i, math
 -- laneready is read a page at a time (as many lanes as full turns would serve), as the plan
 -- needs more; nothing writes it before the plan is done, so its ranks hold. Only the first
 -- page's lanes are read up front (prefetch): a claim most often takes all it needs from them.
-local PAGE = math.ceil(count / TURN)
-local ready = redis.call('ZRANGE', KEYS[8], 0, PAGE - 1, 'WITHSCORES')
+-- The first page was read before the retire; when the call has added lanes since, again here.
+if #adds > 0 then ready = redis.call('ZRANGE', KEYS[8], 0, PAGE - 1, 'WITHSCORES') end
 local loaded = #ready / 2
 local uids = {}
 if has[11] then uids = redis.call('ZRANGE', KEYS[11], 0, BOUND - 1) end
@@ -595,7 +642,8 @@ local function claimAt(g, idx)
     w = {lo = lo, hi = idx, v = redis.call('LRANGE', key, lo, idx)}
     g.win = w
   end
-  return tonumber(string.match(w.v[idx - w.lo + 1] or '', '^([0-9]+)'))
+  local v = w.v[idx - w.lo + 1]
+  if v then return tonumber(string.match(v, '^([0-9]+)')) end
 end
 -- can reports whether a rate allows one more claim now; when not, g.next is the ms from
 -- which it may.
@@ -758,7 +806,35 @@ while got < count and not stopped do
     -- The first job is allowed (above); each further one while both rates allow it.
     room = math.min(room, left)
     local k = room
-    if s.log or qlog then
+    if s.log and not qlog and room > 1 then
+      -- The loop below with take and can of the lane's one rate written out, the rate's fields
+      -- in locals: the same arithmetic in the same order, without seven calls a job.
+      local g = s.log
+      local t, b, since, used, tat = g.t, g.b, g.since, g.used, g.tat
+      local w, tau = b * t, (b - 1) * t
+      k = 0
+      while true do
+        used = used + 1 -- take: grant of the lane's rate
+        if not tat or now > tat then tat = now + t else tat = tat + t end
+        k = k + 1
+        if k >= room then break end
+        if now < tat - tau then -- can, as it reads tat, the log's window and since
+          g.next = math.ceil(tat - tau)
+          break
+        end
+        local idx = b - 1 - used
+        if idx < 0 then
+          g.next = math.ceil(now + w)
+          break
+        end
+        local v = claimAt(g, idx)
+        if v and v > now - w and not (since and v <= since) then
+          g.next = math.ceil(v + w)
+          break
+        end
+      end
+      s.taken, g.used, g.tat = s.taken + k, used, tat
+    elseif s.log or qlog then
       k = 0
       repeat
         take(s)
@@ -788,6 +864,7 @@ end
 local out = {1, -1, 0, #ok, refused}
 local active, claimedIn = {}, {}
 local gone = {}
+local deadline, no, na = now + lease, 5, 0 -- the lease's end; how many entries out and active hold
 -- One read (HMGET attempts, payload) and one write (HSET state, attempts) per row, as claim.
 local function claimRow(id, lane)
   local jk = base .. 'job:' .. id
@@ -805,12 +882,8 @@ local function claimRow(id, lane)
     return
   end
   redis.call('HSET', jk, 'state', 'active', 'attempts', string.format('%d', att))
-  active[#active + 1] = now + lease
-  active[#active + 1] = id
-  out[#out + 1] = id
-  out[#out + 1] = row[2]
-  out[#out + 1] = att
-  out[#out + 1] = lane
+  active[na + 1], active[na + 2], na = deadline, id, na + 2
+  out[no + 1], out[no + 2], out[no + 3], out[no + 4], no = id, row[2], att, lane, no + 4
   return true
 end
 if #urgentTake > 0 then
@@ -842,12 +915,14 @@ end
 for i = 1, #plan, 2 do -- in the order of the plan: a lane, how many of its jobs
   local lane = plan[i]
   local p, n = poppedBy[lane], 0
+  local ids, at = p.ids, p.next
   for _ = 1, plan[i + 1] do
-    local id = p.ids[2 * p.next - 1]
+    local id = ids[2 * at - 1]
     if not id then break end
-    p.next = p.next + 1
+    at = at + 1
     if claimRow(id, lane) then n = n + 1 end
   end
+  p.next = at
   claimedIn[lane] = (claimedIn[lane] or 0) + n
 end
 if #gone > 0 and has[10] then redis.call('HDEL', KEYS[10], unpack(gone)) end
@@ -864,7 +939,7 @@ local function push(g, n)
   local tat = g.tat0
   local entries = {}
   for i = 1, n do
-    tat = math.max(tat or now, now) + g.t
+    if not tat or now > tat then tat = now + g.t else tat = tat + g.t end -- math.max(tat or now, now) + g.t
     entries[i] = tat
   end
   local key = base .. 'flowlog'
@@ -879,7 +954,8 @@ local function push(g, n)
   end
   if free and tat - tau < free then tat = free + tau end
   entries[n] = tat
-  for i = 1, n do entries[i] = at .. ':' .. string.format('%.3f', entries[i]) end
+  local head = at .. ':' -- made once, not once an entry
+  for i = 1, n do entries[i] = head .. string.format('%.3f', entries[i]) end
   redis.call('LPUSH', key, unpack(entries))
   redis.call('LTRIM', key, 0, g.b - 1)
   redis.call('PEXPIRE', key, math.ceil(math.max(w, tat - now)) + 1)
