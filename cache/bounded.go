@@ -98,8 +98,18 @@ func (t *Table[K, V]) finishMany(ctx context.Context, keys []string, token strin
 	bctx, cancel := t.l2ctx(ctx)
 	defer cancel()
 	written, errs := t.c.finishMany(bctx, keys, token, rows, pxs)
+	// One round trip, one outcome for the breaker, as leaseMany's and readRows' pipelines
+	// count: a pipeline that timed out is one L2 failure, not one per key (a write of 1,000
+	// rows that outlasted L2Timeout opened the breaker at once, for every table of the
+	// cache). Its first failure the breaker counts decides, else its first error (an error
+	// reply, a caller's cancellation: counted as nothing), else its success.
+	var outcome error
 	for i := range errs {
-		errs[i] = t.l2done(ctx, bctx, errs[i])
+		errs[i] = l2outcome(ctx, bctx, t.spec.L2Timeout, errs[i])
+		if errs[i] != nil && (outcome == nil || !counts(outcome) && counts(errs[i])) {
+			outcome = errs[i]
+		}
 	}
+	t.c.brk.observe(outcome)
 	return written, errs
 }

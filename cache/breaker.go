@@ -42,7 +42,7 @@ func (b *breaker) observe(err error) {
 		if b.n.Load() != 0 { // a store on every success would bounce the line between cores
 			b.n.Store(0)
 		}
-	case errors.Is(err, ErrL2) && unreachable(err):
+	case counts(err):
 		if b.n.Add(1) >= int64(b.failures) && b.open.CompareAndSwap(false, true) {
 			b.since.Store(time.Now().UnixNano())
 			b.opens.Add(1)
@@ -52,6 +52,10 @@ func (b *breaker) observe(err error) {
 		}
 	}
 }
+
+// counts reports whether err, an L2 outcome, is a failure the breaker counts: Valkey could not
+// serve (not an error reply, not a caller's cancellation).
+func counts(err error) bool { return errors.Is(err, ErrL2) && unreachable(err) }
 
 // close closes the breaker after a successful probe.
 func (b *breaker) close() {
