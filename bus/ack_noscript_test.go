@@ -16,8 +16,9 @@ import (
 )
 
 // noScriptAckTimeout is the wait of the acknowledged writes below: long beside the cron tick
-// that ends a blocked WAIT (100 ms) and a loaded machine's scheduling, so one wait and two
-// are told apart by time as well as by the server's count.
+// that ends a blocked WAIT (100 ms). One wait and two are told apart by the server's count of
+// WAIT commands; the time a call took is only logged: under -race on a loaded machine a call
+// that waited once took up to 1.8 s, more than two waits' 1 s, so time cannot tell them apart.
 const noScriptAckTimeout = 500 * time.Millisecond
 
 // waitCalls is how many WAIT commands srv has run (INFO commandstats).
@@ -73,7 +74,7 @@ func TestAckNoScriptWaitsOnce(t *testing.T) {
 	ack := bus.Ack{Durability: bus.Replicated, Replicas: 1, Timeout: noScriptAckTimeout}
 	took := ackedEnqueue(t, b, name, ack)
 	require.Equal(t, int64(1), waitCalls(t, srv)-before, "one WAIT for one acknowledged write")
-	require.Less(t, took, noScriptAckTimeout*16/10, "the call waits its timeout once, not twice")
+	t.Logf("the call took %v (one wait: %v)", took, noScriptAckTimeout)
 	counts, err := b.Counts(ctx, name)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, counts.Pending, "the job was written once")
@@ -104,7 +105,7 @@ func TestAckStaleScriptCache(t *testing.T) {
 	before = waitCalls(t, srv)
 	took := ackedEnqueue(t, b, name, ack)
 	require.Equal(t, int64(1), waitCalls(t, srv)-before, "loaded again: one WAIT")
-	require.Less(t, took, noScriptAckTimeout*16/10)
+	t.Logf("the call took %v (one wait: %v)", took, noScriptAckTimeout)
 	counts, err = b.Counts(ctx, name)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, counts.Pending)
@@ -135,7 +136,7 @@ func TestAckNoScriptWaitsOnceCluster(t *testing.T) {
 		before := waitCalls(t, p)
 		took := ackedEnqueue(t, b, name, ack)
 		require.Equal(t, int64(1), waitCalls(t, p)-before, "one WAIT on %s for one acknowledged write", p.Addr)
-		require.Less(t, took, noScriptAckTimeout*16/10, "the call waits its timeout once, not twice")
+		t.Logf("%s: the call took %v (one wait: %v)", p.Addr, took, noScriptAckTimeout)
 		counts, err := b.Counts(context.Background(), name)
 		require.NoError(t, err)
 		require.EqualValues(t, 1, counts.Pending, "the job was written once")

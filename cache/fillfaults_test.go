@@ -3,6 +3,7 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,19 +54,46 @@ func TestCodecPanicReleasesLease(t *testing.T) {
 }
 
 // TestFillWaitTimeoutNamesTheFill: a Get whose deadline passes while it waits on a fill says
-// which table and id it waited for, and still matches context.DeadlineExceeded.
+// which table and id it waited for, and still matches context.DeadlineExceeded. The deadline
+// passes when the loader has been called, so the Get is waiting on the fill by then: a
+// deadline of a fixed 50 ms could pass during the read of the row before it, under -race
+// on a loaded machine, and that read's error is another one (it names the key).
 func TestFillWaitTimeoutNamesTheFill(t *testing.T) {
 	t.Parallel()
 	client := targets[0].client(t)
-	src := &source{delay: time.Second}
-	tbl := newTable(t, newCache(t, client), tables.Spec{}, src)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	_, err := tbl.Get(ctx, "slow-id")
+	loading := make(chan struct{})
+	var once sync.Once
+	load := func(ctx context.Context, id string) (user, error) {
+		once.Do(func() { close(loading) })
+		<-ctx.Done() // the fill's own context: the cache's Close ends it
+		return user{}, ctx.Err()
+	}
+	// L2Timeout: relaxedL2, so a slow read of the row does not send the Get to degraded mode.
+	tbl, err := cache.NewTable(newCache(t, client), tables.Spec{Name: tableName(t), L2Timeout: relaxedL2}, load, nil)
+	require.NoError(t, err)
+	_, err = tbl.Get(deadlineWhen{context.Background(), loading}, "slow-id")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.False(t, errors.Is(err, cache.ErrL2), "the caller's deadline, not an L2 failure")
 	require.Contains(t, err.Error(), tbl.Name())
 	require.Contains(t, err.Error(), `"slow-id"`)
+}
+
+// deadlineWhen is a context whose deadline passes when ch is closed: a deadline set by an
+// event of the test rather than by the clock.
+type deadlineWhen struct {
+	context.Context
+	ch <-chan struct{}
+}
+
+func (c deadlineWhen) Done() <-chan struct{} { return c.ch }
+
+func (c deadlineWhen) Err() error {
+	select {
+	case <-c.ch:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
 
 // TestRefusedFillWriteReleasesItsLease: the server refuses the write of a filled row (out of

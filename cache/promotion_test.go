@@ -38,7 +38,7 @@ func TestLaggingReplicaPromoted(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(cb.Close)
 	lossy, whole := tableName(t), tableName(t)
-	f := newRegressionFixture(t, ca, cb, lossy, whole)
+	f := newRegressionFixture(t, ca, cb, lossy, whole, 0)
 	a1, b2 := f.a1, f.b2
 	f.seed(t)
 

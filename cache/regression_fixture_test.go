@@ -17,16 +17,22 @@ import (
 // regressionFixture is what the tests of a record that goes back in time share: two caches
 // (a writer's, a reader's), each with the table that will lose writes (lossy: a1, b1) and one
 // that will not (whole: a2, b2). Set is the truth here, not the loader (which answers 0), so
-// degraded mode is off.
+// degraded mode is off, and a read or a write that L2 does not answer within the tables'
+// L2Timeout fails the test.
 type regressionFixture struct {
 	a1, b1, a2, b2 *cache.Table[string, int]
 }
 
-func newRegressionFixture(t *testing.T, ca, cb *cache.Cache, lossy, whole string) *regressionFixture {
+// newRegressionFixture declares the four tables with L2Timeout l2 (0: the default, 250 ms):
+// relaxedL2 where the server stays up, since degraded mode is off and a healthy server under
+// -race on a loaded machine can outlast 250 ms (a Set of the fixture, and a Get of
+// readerAnswersLoader, failed so); the default where the test kills or fails over the server,
+// so that a read of the lost node gives up at once.
+func newRegressionFixture(t *testing.T, ca, cb *cache.Cache, lossy, whole string, l2 time.Duration) *regressionFixture {
 	t.Helper()
 	load := func(context.Context, string) (int, error) { return 0, nil }
 	mk := func(c *cache.Cache, name string) *cache.Table[string, int] {
-		tbl, err := cache.NewTable(c, tables.Spec{Name: name, DegradedLoads: tables.Off}, load, nil)
+		tbl, err := cache.NewTable(c, tables.Spec{Name: name, DegradedLoads: tables.Off, L2Timeout: l2}, load, nil)
 		require.NoError(t, err)
 		return tbl
 	}

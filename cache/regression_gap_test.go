@@ -48,7 +48,7 @@ func regressionPastAGap(t *testing.T, interval, bound time.Duration) {
 	for c, drop := range map[*cache.Cache]*atomic.Int64{ca: &dropA, cb: &dropB} {
 		c.SetHookMessage(func(table string, _ []byte) bool { return table != lossy || drop.Add(-1) < 0 })
 	}
-	f := newRegressionFixture(t, ca, cb, lossy, whole)
+	f := newRegressionFixture(t, ca, cb, lossy, whole, relaxedL2)
 	a1, b1 := f.a1, f.b1
 	f.seed(t)
 
@@ -64,7 +64,16 @@ func regressionPastAGap(t *testing.T, interval, bound time.Duration) {
 	}
 	require.NoError(t, a1.Set(ctx, "x", 999))
 	done := time.Now()
-	valkeytest.Eventually(t, 10*time.Second, "b1 to see the gap", func() bool { return b1.Stats().Gaps > 0 })
+	if interval >= time.Minute {
+		// No periodic reconcile can come during the test: the gap is what tells b1.
+		valkeytest.Eventually(t, 10*time.Second, "b1 to see the gap", func() bool { return b1.Stats().Gaps > 0 })
+	}
+	// With a reconcile every second, the 52 writes can outlast an interval under -race on a
+	// loaded machine, and a periodic reconcile that reads the record while they run finds
+	// it gone back before any gap: b1's (a regression of b1), or a1's, whose whole-table
+	// invalidation moves the table to a new epoch, which b1 then follows with neither a gap
+	// nor a regression of its own (b1 saw neither within 10 s, twice in 25 runs). Any of the
+	// three must invalidate k's restored row within bound, which is what is checked.
 
 	// Within bound, k's restored row must be gone.
 	v := f.readerAnswersLoader(t, done.Add(bound))

@@ -23,7 +23,7 @@ func TestRegressionSeenByMessage(t *testing.T) {
 	srv := valkeytest.Start(t, valkeytest.WithoutPersistence())
 	ca, cb := twoCaches(t, srv, cache.Config{ReconcileInterval: time.Minute})
 	lossy, whole := tableName(t), tableName(t)
-	f := newRegressionFixture(t, ca, cb, lossy, whole)
+	f := newRegressionFixture(t, ca, cb, lossy, whole, relaxedL2)
 	a1, b1 := f.a1, f.b1
 	f.seed(t)
 

@@ -51,7 +51,7 @@ func TestSequenceRegression(t *testing.T) {
 			lossy, whole := tableName(t), tableName(t)
 			var dropping atomic.Bool
 			cb.SetHookMessage(func(table string, _ []byte) bool { return table != lossy || !dropping.Load() })
-			f := newRegressionFixture(t, ca, cb, lossy, whole)
+			f := newRegressionFixture(t, ca, cb, lossy, whole, 0)
 			a1, b1, b2 := f.a1, f.b1, f.b2
 			f.seed(t)
 			require.NoError(t, srv.Client(t).Do(ctx, srv.Client(t).B().Save().Build()).Error())

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,6 +126,36 @@ func (r *run) evalsha(s *script, ks, args []string) valkey.ValkeyResult {
 	res := c.Do(r.ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(ks))).Key(ks...).Arg(args...).Build())
 	if e, ok := valkey.IsValkeyErr(res.Error()); ok && e.IsNoScript() {
 		res = c.Do(r.ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(ks))).Key(ks...).Arg(args...).Build())
+	}
+	return res
+}
+
+// evalshaMany sends n calls of s, the i-th with the keys and args of call(i), and answers a
+// NOSCRIPT reply with EVAL as evalsha does. The calls whose keys share one slot go in one
+// pipeline (split per node on a cluster); the others, without keys or across slots, one by
+// one: a cluster client refuses to pipeline them with the rest.
+func (r *run) evalshaMany(s *script, n int, call func(i int) (ks, args []string)) []valkey.ValkeyResult {
+	c := r.tg.client
+	res := make([]valkey.ValkeyResult, n)
+	var multi valkey.Commands
+	var at []int
+	for i := range n {
+		ks, args := call(i)
+		cmd := c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(ks))).Key(ks...).Arg(args...).Build()
+		if len(ks) == 0 || slices.ContainsFunc(ks, func(k string) bool { return keys.Slot(k) != keys.Slot(ks[0]) }) {
+			res[i] = c.Do(r.ctx, cmd)
+			continue
+		}
+		multi, at = append(multi, cmd), append(at, i)
+	}
+	for j, m := range c.DoMulti(r.ctx, multi...) {
+		res[at[j]] = m
+	}
+	for i := range res {
+		if e, ok := valkey.IsValkeyErr(res[i].Error()); ok && e.IsNoScript() {
+			ks, args := call(i)
+			res[i] = c.Do(r.ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(ks))).Key(ks...).Arg(args...).Build())
+		}
 	}
 	return res
 }
