@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make bench-instructions: the server's instructions per job of the scripts an EchoMQ worker
-# runs (bench/cmd/scriptcost), counted by valgrind's callgrind on a valkey-server of its own:
-# a figure that does not move with the machine's load, for comparing a change to a claim
-# script before and after. The server runs about 50 times slower under callgrind; the run
+# runs (bench/cmd/scriptcost), counted by valgrind's callgrind on a valkey-server of its own,
+# inside EVALSHA and EVAL only (--toggle-collect): the server's timers (its periodic jobs run
+# more often the longer a run takes) would make the whole server's count move with the
+# machine's load. A figure for comparing a change to a claim script before and after. The server runs about 50 times slower under callgrind; the run
 # takes about a minute. Knobs: SCRIPTCOST_JOBS jobs per drain (default 2000), SCRIPTCOST_PER
 # jobs claimed per call (default 18).
 set -euo pipefail
@@ -27,7 +28,7 @@ trap 'exit 130' INT TERM
 
 go build -o "$work/scriptcost" ./bench/cmd/scriptcost
 port=$((20000 + RANDOM % 30000))
-valgrind --tool=callgrind --callgrind-out-file="$work/cg.%p.out" \
+valgrind --tool=callgrind --toggle-collect=evalShaCommand --toggle-collect=evalCommand --callgrind-out-file="$work/cg.%p.out" \
 	valkey-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >"$work/valgrind.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 300); do
