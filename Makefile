@@ -36,7 +36,7 @@ demo: ## The main demo: Valkey + two service instances under a Zipf load, every 
 # The timing tests (valkeytest.Timing) assert bounds on time; they run alone, after the rest,
 # and without the race detector, which slows the code they time several times over (the code
 # paths they drive run under -race in the other tests).
-TIMING_TESTS = ^(TestWorkerPickupOnTime|TestLaneRateProcesses|TestOutageDegradedMode|TestInvalidateDuringOutage|TestGetManyChunksWithinL2Timeout)$$
+TIMING_TESTS = ^(TestWorkerPickupOnTime|TestLaneRateProcesses|TestOutageDegradedMode|TestInvalidateDuringOutage|TestGetManyChunksWithinL2Timeout|TestLaneWorkerRateSleeps)$$
 
 test: setup ## go vet and staticcheck, then all tests with the race detector; the nested modules (contrib/ too) are vetted and tested, promtool and chromium required
 	go vet ./...

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -130,25 +131,30 @@ func TestWorkerKill(t *testing.T) {
 // accepted), and each job finished exactly once, under its new token. Two cases: in
 // "heartbeat" the zombie's overdue heartbeat speaks first (its extends are refused and its
 // handlers' outcomes are then dropped); in "complete" the zombie renews nothing (no heartbeat,
-// no housekeeping), so its handlers' completes are what it sends, and they are refused.
+// no housekeeping), so its handlers' completes are what it sends, and they are refused. The
+// zombie's handlers work 3 s, wall-clock, from about when it is stopped; in "heartbeat" they
+// work 10 s, so that they are still working when it is continued: the pause lasts until the
+// other worker, a process started during it, has completed the jobs, which a loaded machine
+// took past 3 s, and then the handlers' completes went first.
 func TestWorkerZombie(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
+		work time.Duration
 		env  []string
 		want string // the answers the zombie must get after it is continued
 	}{
-		{"heartbeat", nil, "lease lost "},
-		{"complete", []string{envBeat + "=1h", envHousekeep + "=-1ns"}, "stale "},
+		{"heartbeat", 10 * time.Second, nil, "lease lost "},
+		{"complete", 3 * time.Second, []string{envBeat + "=1h", envHousekeep + "=-1ns"}, "stale "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			zombieCase(t, tc.env, tc.want)
+			zombieCase(t, tc.work, tc.env, tc.want)
 		})
 	}
 }
 
-func zombieCase(t *testing.T, env []string, want string) {
+func zombieCase(t *testing.T, work time.Duration, env []string, want string) {
 	srv := valkeytest.Shared(t)
 	c := srv.Client(t)
 	b := newBus(t, c, bus.Config{})
@@ -156,7 +162,7 @@ func zombieCase(t *testing.T, env []string, want string) {
 	name := valkeytest.TestName(t)
 	const lease = time.Second
 	ids := enqueueTasks(t, b, name, "work", 4, "")
-	zombie := startProc(t, srv.Addr, name, "zombie", lease, 3*time.Second, 4, true, append(env, envStarted+"=1")...)
+	zombie := startProc(t, srv.Addr, name, "zombie", lease, work, 4, true, append(env, envStarted+"=1")...)
 	// The zombie holds the 4 jobs once their handlers started: the server's count of active
 	// jobs is not enough, since a claim's reply may still be on its way to the zombie when it
 	// is stopped, and a round trip in flight then runs out of its time (half the lease) during
@@ -174,7 +180,19 @@ func zombieCase(t *testing.T, env []string, want string) {
 	require.NoError(t, zombie.cmd.Process.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
 	time.Sleep(2 * lease) // the fault under test is a pause of twice the lease
-	before := len(logOf("zombie"))
+	// The answers the zombie got after it was stopped: an answer it got before (an extend
+	// accepted just before the SIGSTOP) may be recorded only after the SIGCONT, so each
+	// entry carries when its answer came (the last field).
+	since := func(l []string) []string {
+		var out []string
+		for _, e := range l {
+			f := strings.Fields(e)
+			if at, err := strconv.ParseInt(f[len(f)-1], 10, 64); err == nil && at >= stopped.UnixMicro() {
+				out = append(out, strings.Join(f[:len(f)-1], " "))
+			}
+		}
+		return out
+	}
 
 	// The other worker reaps the expired leases and completes the jobs under token 2.
 	other := startProc(t, srv.Addr, name, "other", lease, 0, 4, true)
@@ -191,7 +209,7 @@ func zombieCase(t *testing.T, env []string, want string) {
 	// Every job gets at least one answer for the zombie.
 	var after []string
 	valkeytest.Eventually(t, time.Minute, "the zombie to hear about each job", func() bool {
-		after = logOf("zombie")[before:]
+		after = since(logOf("zombie"))
 		heard := map[string]bool{}
 		for _, e := range after {
 			f := strings.Fields(e)
@@ -201,7 +219,7 @@ func zombieCase(t *testing.T, env []string, want string) {
 	})
 	zombie.stop(t)
 	other.stop(t)
-	after = logOf("zombie")[before:]
+	after = since(logOf("zombie"))
 	for _, e := range after {
 		require.True(t, strings.HasPrefix(e, "stale ") || strings.HasPrefix(e, "lease lost "), "the zombie's verb was accepted: %s", e)
 	}
@@ -213,6 +231,7 @@ func zombieCase(t *testing.T, env []string, want string) {
 	}
 	got := map[string]bool{}
 	for _, e := range logOf("other") {
+		e = e[:strings.LastIndexByte(e, ' ')] // without when
 		if strings.HasPrefix(e, "completed ") {
 			require.False(t, got[e], "completed twice: %s", e)
 			got[e] = true

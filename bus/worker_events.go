@@ -31,7 +31,10 @@ const (
 	// (WorkerConfig.Prefetch).
 	JobHandedBack
 	// JobStale: a complete, fail or snooze answered EMQSTALE: the job was no longer this
-	// worker's (JobEvent.Err is the *StaleError).
+	// worker's (JobEvent.Err is the *StaleError). An outcome sent again because its first
+	// reply was lost (a timeout, a dropped connection) is refused this way when the first
+	// send had landed: the job then completed, or was scheduled or sent to dead by the fail,
+	// though the worker reports it stale (and emits no JobDead); Bus.Lookup tells which.
 	JobStale
 	// JobLeaseLost: a heartbeat's extend answered EMQSTALE: the handler's context was
 	// cancelled (cause [ErrLeaseLost]) and its outcome will not be sent.

@@ -84,12 +84,13 @@ func TestWorkerProcess(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 	record := func(e bus.JobEvent) {
+		at := time.Now().UnixMicro() // when the answer came: its record may go out much later
 		var cmds valkey.Commands
 		if e.Type == bus.JobCompleted {
 			cmds = append(cmds, c.B().Hincrby().Key(queue+".done").Field(e.Job.ID.String()).Increment(1).Build())
 		}
 		if logAll && e.Type != bus.JobClaimed {
-			cmds = append(cmds, c.B().Rpush().Key(queue+".log."+name).Element(fmt.Sprintf("%s %s %d", e.Type, e.Job.ID, e.Job.Token)).Build())
+			cmds = append(cmds, c.B().Rpush().Key(queue+".log."+name).Element(fmt.Sprintf("%s %s %d %d", e.Type, e.Job.ID, e.Job.Token, at)).Build())
 		}
 		// A worker resumed after SIGSTOP may find the dial deadline of a connection passed while
 		// it was stopped (a CI run lost a record to "dial tcp: i/o timeout"): the record is the
