@@ -77,10 +77,8 @@ func TestCancelRunningFromAnotherProcess(t *testing.T) {
 	require.Equal(t, "cancelled", info.Failures[0].Error)
 	require.Len(t, row(t, c, keys.MustQueue(name), enq.ID), 3, "the row stays three fields")
 	p.stop(t)
-	log, err := c.Do(ctx, c.B().Lrange().Key(name+".log.w").Start(0).Stop(-1).Build()).AsStrSlice()
-	require.NoError(t, err)
 	var events []string
-	for _, e := range log {
+	for _, e := range procLog(t, c, name, "w") {
 		if !strings.HasPrefix(e, "extended ") { // the heartbeats before the cancel
 			events = append(events, e)
 		}

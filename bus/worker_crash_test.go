@@ -230,8 +230,7 @@ func zombieCase(t *testing.T, work time.Duration, env []string, want string) {
 		wantDone["completed "+id.String()+" 2"] = true
 	}
 	got := map[string]bool{}
-	for _, e := range logOf("other") {
-		e = e[:strings.LastIndexByte(e, ' ')] // without when
+	for _, e := range procLog(t, c, name, "other") {
 		if strings.HasPrefix(e, "completed ") {
 			require.False(t, got[e], "completed twice: %s", e)
 			got[e] = true

@@ -29,7 +29,8 @@ import (
 //
 //	<queue>.done        hash id -> how many completes of that id the worker saw accepted,
 //	                    written after the complete's reply came back nil
-//	<queue>.log.<name>  list of "event id token" for every event but claimed (optional)
+//	<queue>.log.<name>  list of "event id token at" for every event but claimed, at the
+//	                    unix µs its answer came (optional; procLog reads it without)
 //	<queue>.started     hash id -> unix µs when its handler started (optional)
 //	<queue>.cause       hash id -> "<cause is ErrCancelled> <unix µs>" when the handler of a
 //	                    "block" task saw its context end (block runs until then)
@@ -153,6 +154,18 @@ func TestWorkerProcess(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	require.NoError(t, w.Close(cctx))
+}
+
+// procLog is the log of worker process who for queue: its "event id token" entries, without
+// when each answer came.
+func procLog(t *testing.T, c valkey.Client, queue, who string) []string {
+	t.Helper()
+	l, err := c.Do(context.Background(), c.B().Lrange().Key(queue+".log."+who).Start(0).Stop(-1).Build()).AsStrSlice()
+	require.NoError(t, err)
+	for i, e := range l {
+		l[i] = e[:strings.LastIndexByte(e, ' ')]
+	}
+	return l
 }
 
 // proc is one worker process.
