@@ -84,6 +84,12 @@ func TestBadSubscribe(t *testing.T) {
 	_, err = tp.Subscribe(ctx, []string{valkeytest.TestName(t)}, nil)
 	require.ErrorIs(t, err, topic.ErrInvalid)
 	require.ErrorContains(t, err, "nil handler")
+	// A key of the grammar that is no channel: an error about a channel, so keys.ErrInvalid
+	// too, as the package's errors say.
+	_, err = tp.SubscribeChannels(ctx, []string{"emq:{q}:pending"}, func(topic.Event) {})
+	require.ErrorIs(t, err, topic.ErrInvalid)
+	require.ErrorIs(t, err, keys.ErrInvalid)
+	require.ErrorContains(t, err, "is a pending key")
 }
 
 // TestTooLarge: a payload past Config.MaxPayload is refused before anything is sent; the

@@ -132,8 +132,9 @@ func (t *Topics) Subscribe(ctx context.Context, names []string, handle func(Even
 //
 // It returns once the server confirmed every channel, with the first Subscribed event(s)
 // queued for handle: a message published after it returns is delivered. When the first
-// attempt fails it returns the error and leaves nothing running. ctx bounds only that wait;
-// the subscription lives until Close. handle must not call Close (Close waits for it).
+// attempt fails it returns the error and leaves nothing running. ctx bounds only that wait
+// (but for a connection being dialled to a server that accepts it and does not answer,
+// which the client gives up after its dial timeout); the subscription lives until Close. handle must not call Close (Close waits for it).
 func (t *Topics) SubscribeChannels(ctx context.Context, channels []string, handle func(Event)) (*Subscription, error) {
 	const op = "subscribe"
 	if len(channels) == 0 {
@@ -151,7 +152,7 @@ func (t *Topics) SubscribeChannels(ctx context.Context, channels []string, handl
 			return nil, invalid(op, err)
 		}
 		if k.Type != keys.Topic && k.Type != keys.Inval && k.Type != keys.ShardInval {
-			return nil, fmt.Errorf("%w: %s: %q is a %s key, not a topic or invalidation channel (of a table or of a table's shard)", ErrInvalid, op, ch, k.Type)
+			return nil, invalid(op, fmt.Errorf("%w: %q is a %s key, not a topic or invalidation channel (of a table or of a table's shard)", keys.ErrInvalid, ch, k.Type))
 		}
 	}
 	var groups [][]string
@@ -235,7 +236,19 @@ func (s *Subscription) Drain(ctx context.Context) {
 			s.queue.close()
 		}
 		s.cancel()
-		s.loop.Wait()
+		// The events queued before the unsubscribe are delivered, within ctx: past it, the
+		// rest is dropped (the handler's call in progress finishes).
+		delivered := make(chan struct{})
+		go func() {
+			s.loop.Wait()
+			close(delivered)
+		}()
+		select {
+		case <-delivered:
+		case <-ctx.Done():
+			s.queue.close()
+			<-delivered
+		}
 		s.queue.close()
 	})
 }
@@ -268,9 +281,19 @@ func (s *Subscription) message(m valkey.PubSubMessage) {
 
 // receive subscribes channels on a dedicated connection and runs until it ends; the
 // connection goes back to the client however receive returns.
-func (s *Subscription) receive(channels []string, hook func(valkey.PubSubSubscription)) error {
+func (s *Subscription) receive(channels []string, hook func(valkey.PubSubSubscription)) (err error) {
 	dc, release := s.client.Dedicate()
-	defer release()
+	defer func() {
+		if err != nil || s.ctx.Err() != nil {
+			// Ended by Close, or by a failed connection: closed rather than handed back, since
+			// handing back a subscribed connection unsubscribes it first, a round trip that
+			// waits on a server that stopped answering until the client gives the connection
+			// up (12 s: Close, Drain and a failed Subscribe took that long). Closing the
+			// socket ends the server's subscription as well.
+			dc.Close()
+		}
+		release()
+	}()
 	s.dcMu.Lock()
 	s.dcs[dc] = channels
 	s.dcMu.Unlock()
@@ -363,6 +386,15 @@ func (s *Subscription) hold(channels []string, ready chan<- error) {
 		err := s.receive(channels, hook)
 		select {
 		case <-s.draining:
+			// Drain's SUNSUBSCRIBE ends Receive without an error; a connection that dropped
+			// while Drain began may have lost a message published before it, which must not
+			// go unreported (the push comes before conns.Done, so Drain delivers it).
+			mu.Lock()
+			wasUp := up
+			mu.Unlock()
+			if err != nil && wasUp && s.ctx.Err() == nil {
+				s.queue.push(Event{Kind: Disconnected, Channels: slices.Clone(channels), Err: err})
+			}
 			return
 		default:
 		}

@@ -37,8 +37,10 @@ type Config struct {
 	// runs directly, that connection's next messages are not queued: they wait in valkey-go's
 	// small buffer, then in the socket and the server's output buffer, so SubscribeBuffer and
 	// [Overflow] do not apply to them, and a handler slow enough for the server's pub/sub
-	// output limit has the connection dropped ([Disconnected], then a resubscribe). Set it
-	// only for a handler that returns at once and never blocks. Default false.
+	// output limit has the connection dropped ([Disconnected], then a resubscribe). A
+	// connection that drops while the handler runs on it is noticed, and resubscribed, only
+	// once the handler returns. Set it only for a handler that returns at once and never
+	// blocks. Default false.
 	DirectDelivery bool
 
 	stable time.Duration // resubscribeStable unless a test sets it (export_test.go)
