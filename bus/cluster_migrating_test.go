@@ -38,12 +38,7 @@ func TestEnqueueWhileSlotMigrates(t *testing.T) {
 			require.NoError(t, err)
 		}
 		slot := keys.Slot(keys.MustQueue(q).Pending())
-		var to *valkeytest.Server
-		for _, p := range cl.Primaries() {
-			if p != cl.PrimaryForSlot(slot) {
-				to = p
-			}
-		}
+		to := cl.OtherPrimary(slot)
 		_, err := cl.BeginMigration(ctx, slot, to)
 		require.NoError(t, err)
 		moved := make(chan error, 1)

@@ -173,7 +173,7 @@ func (b *Bus) execMulti(ctx context.Context, runs []lua.Run, ack *Ack) ([]result
 		}
 		again := todo[:0:0]
 		for j, i := range todo {
-			if attempt < redirectAttempts && (redirected(got[j].err) || readsFirst[runs[i].Script] && nonLocal(got[j].err)) && ctx.Err() == nil {
+			if attempt < redirectAttempts && (redirected(got[j].err) || nonLocal(got[j].err) && readsFirst[runs[i].Script]) && ctx.Err() == nil {
 				again = append(again, i)
 				b.resent.Add(1)
 				continue

@@ -36,13 +36,7 @@ func TestGetManyWhileSlotMigrates(t *testing.T) {
 	require.NoError(t, tbl.Set(ctx, "1", 1))
 	require.NoError(t, tbl.Set(ctx, "2", 2))
 	slot := keys.Slot(keys.MustTable(name).Record())
-	var to *valkeytest.Server
-	for _, p := range cl.Primaries() {
-		if p != cl.PrimaryForSlot(slot) {
-			to = p
-		}
-	}
-	end, err := cl.BeginMigration(ctx, slot, to)
+	end, err := cl.BeginMigration(ctx, slot, cl.OtherPrimary(slot))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, end()) })
 

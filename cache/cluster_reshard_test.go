@@ -82,14 +82,7 @@ func TestClusterReshard(t *testing.T) {
 	})
 	valkeytest.Eventually(t, 30*time.Second, "some writes", func() bool { return writes.Load() > 50 })
 	slot := keys.Slot(keys.MustTable(table).Record())
-	from := cl.PrimaryForSlot(slot)
-	var to *valkeytest.Server
-	for _, p := range cl.Primaries() {
-		if p != from {
-			to = p
-			break
-		}
-	}
+	from, to := cl.PrimaryForSlot(slot), cl.OtherPrimary(slot)
 	phase := func(what string, fault func(context.Context) error) {
 		t.Helper()
 		fctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -179,6 +179,18 @@ func (c *Cluster) PrimaryForSlot(slot uint16) *Server {
 	return nil
 }
 
+// OtherPrimary returns a primary that does not own slot (the first in Nodes), or nil: where a
+// test moves the slot to.
+func (c *Cluster) OtherPrimary(slot uint16) *Server {
+	from := c.PrimaryForSlot(slot)
+	for _, p := range c.Primaries() {
+		if p != from {
+			return p
+		}
+	}
+	return nil
+}
+
 // ReplicasOf returns the replicas of primary, as the first running node in
 // Nodes sees them, in the order of Nodes.
 func (c *Cluster) ReplicasOf(primary *Server) []*Server {

@@ -49,23 +49,34 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot uint16, to *Server) erro
 	return nil
 }
 
-func (c *Cluster) migrateSlot(ctx context.Context, slot uint16, from, to *Server) error {
+// setMigrating puts slot in migration from from to to (IMPORTING on to, MIGRATING on from)
+// and returns to's node id.
+func setMigrating(ctx context.Context, slot uint16, from, to *Server) (string, error) {
 	fromID, err := myID(ctx, from)
 	if err != nil {
-		return err
+		return "", err
 	}
 	toID, err := myID(ctx, to)
 	if err != nil {
-		return err
+		return "", err
 	}
 	s := strconv.Itoa(int(slot))
 	// IMPORTING first: once the source says ASK, the target must accept ASKING.
 	if _, err := command(ctx, to.Addr, "CLUSTER", "SETSLOT", s, "IMPORTING", fromID); err != nil {
-		return fmt.Errorf("SETSLOT IMPORTING on %s: %w", to.Addr, err)
+		return "", fmt.Errorf("SETSLOT IMPORTING on %s: %w", to.Addr, err)
 	}
 	if _, err := command(ctx, from.Addr, "CLUSTER", "SETSLOT", s, "MIGRATING", toID); err != nil {
-		return fmt.Errorf("SETSLOT MIGRATING on %s: %w", from.Addr, err)
+		return "", fmt.Errorf("SETSLOT MIGRATING on %s: %w", from.Addr, err)
 	}
+	return toID, nil
+}
+
+func (c *Cluster) migrateSlot(ctx context.Context, slot uint16, from, to *Server) error {
+	toID, err := setMigrating(ctx, slot, from, to)
+	if err != nil {
+		return err
+	}
+	s := strconv.Itoa(int(slot))
 	host, port := "127.0.0.1", strconv.Itoa(to.Port)
 	for {
 		v, err := command(ctx, from.Addr, "CLUSTER", "GETKEYSINSLOT", s, strconv.Itoa(migrateBatch))
@@ -141,25 +152,14 @@ func (c *Cluster) BeginMigration(ctx context.Context, slot uint16, to *Server) (
 	if from == nil || from == to {
 		return nil, fmt.Errorf("valkeytest: slot %d: no primary owns it, or to does", slot)
 	}
-	fromID, err := myID(ctx, from)
-	if err != nil {
-		return nil, err
-	}
-	toID, err := myID(ctx, to)
-	if err != nil {
-		return nil, err
-	}
 	s := strconv.Itoa(int(slot))
 	end := func() error {
 		_, errFrom := command(context.Background(), from.Addr, "CLUSTER", "SETSLOT", s, "STABLE")
 		_, errTo := command(context.Background(), to.Addr, "CLUSTER", "SETSLOT", s, "STABLE")
 		return errors.Join(errFrom, errTo)
 	}
-	if _, err := command(ctx, to.Addr, "CLUSTER", "SETSLOT", s, "IMPORTING", fromID); err != nil {
-		return nil, fmt.Errorf("valkeytest: SETSLOT IMPORTING on %s: %w", to.Addr, err)
-	}
-	if _, err := command(ctx, from.Addr, "CLUSTER", "SETSLOT", s, "MIGRATING", toID); err != nil {
-		return nil, errors.Join(fmt.Errorf("valkeytest: SETSLOT MIGRATING on %s: %w", from.Addr, err), end())
+	if _, err := setMigrating(ctx, slot, from, to); err != nil {
+		return nil, errors.Join(fmt.Errorf("valkeytest: migrating slot %d: %w", slot, err), end())
 	}
 	return end, nil
 }

@@ -29,13 +29,7 @@ func TestMigrateSlot(t *testing.T) {
 	}
 	from := cl.PrimaryForSlot(slot)
 	require.NotNil(t, from)
-	var to *valkeytest.Server
-	for _, p := range cl.Primaries() {
-		if p != from {
-			to = p
-			break
-		}
-	}
+	to := cl.OtherPrimary(slot)
 	require.NotNil(t, to)
 
 	start := time.Now()
