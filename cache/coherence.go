@@ -84,7 +84,7 @@ type coherence struct {
 
 	// hooks for tests; set before the first table is declared.
 	hookMessage func(table string, payload []byte) bool // false drops the message
-	hookDropped func(table string, ids []string)        // after a message's ids were dropped
+	hookDropped func(table string, ids []string)        // after a message was applied (OnInvalidation too)
 }
 
 // tableGroup is one table's coherence across its shards (tables.Spec.Shards): a tableState
@@ -281,11 +281,11 @@ func (co *coherence) handle(ev topic.Event) {
 			return
 		}
 		ts.onMessage(m)
-		if co.hookDropped != nil {
-			co.hookDropped(ts.name, m.ids)
-		}
 		if co.onInval != nil {
 			co.onInval(ts.name, m.ids)
+		}
+		if co.hookDropped != nil { // last: a test that waits on it sees the message's whole effect
+			co.hookDropped(ts.name, m.ids)
 		}
 	case topic.Subscribed:
 		if !ev.Resubscribed {

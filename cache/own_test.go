@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -69,8 +70,9 @@ func TestOwnMessagesNotAppliedTwice(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "v3", v.Name)
 	mu.Lock()
-	require.Equal(t, []string{"k", "k"}, seen, "OnInvalidation saw both messages")
-	mu.Unlock()
+	saw := slices.Clone(seen)
+	mu.Unlock() // before the assertion: a failure must not leave the handler blocked on mu
+	require.Equal(t, []string{"k", "k"}, saw, "OnInvalidation saw both messages")
 
 	for i := range 50 {
 		require.NoError(t, b.Invalidate(ctx, "x"+string(rune('a'+i%26))))
